@@ -1,0 +1,12 @@
+from django.http import HttpRequest
+
+from annotation.models import Role
+from annotation.roles import has_role
+
+
+def roles(request: HttpRequest) -> dict:
+    """Which navigation a user sees; the views check the same roles again."""
+    user = getattr(request, "user", None)
+    if user is None:
+        return {}
+    return {"user_roles": {role.value: has_role(user, role) for role in Role}}

@@ -1,0 +1,37 @@
+from django import forms
+
+from annotation.models import Dataset, Study
+
+
+class StudyForm(forms.ModelForm):
+    class Meta:
+        model = Study
+        fields = ["name", "slug", "keep_versions_apart"]
+        help_texts = {"slug": "Short name used in URLs and commands, e.g. reref-2026."}
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField(
+        label="Candidate pairs file",
+        help_text="CSV or JSON Lines, UTF-8. See the README for the columns.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".csv,.jsonl,.ndjson,text/csv,application/x-ndjson"}),
+    )
+    dry_run = forms.BooleanField(required=False, label="Dry run (check the file, import nothing)")
+
+
+class SampleForm(forms.Form):
+    per_variation = forms.IntegerField(
+        min_value=1, max_value=100_000, initial=10, label="Pairs per dataset and variation"
+    )
+    seed = forms.IntegerField(
+        min_value=0, max_value=2**31 - 1, required=False, help_text="Leave empty to use the study's own seed."
+    )
+    datasets = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Leave all unticked to sample every dataset that has candidates.",
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["datasets"].choices = [(d.key, d.name) for d in Dataset.objects.all()]

@@ -1,0 +1,226 @@
+"""Reading candidate-pair files (CSV or JSON Lines) into plain rows, with precise errors.
+
+This module only parses and checks the file itself; `services.import_pairs` checks the rows
+against the database and writes them.
+"""
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+KEY_COLUMNS = ("dataset", "study_id", "reref_variation")
+CONTEXT_COLUMNS = ("indication", "comparison", "technique")
+REPORT_COLUMNS = ("original_findings", "original_impression", "alternative_findings", "alternative_impression")
+REQUIRED_COLUMNS = (*KEY_COLUMNS, "verdict", *REPORT_COLUMNS)
+OPTIONAL_COLUMNS = CONTEXT_COLUMNS
+ALL_COLUMNS = (*KEY_COLUMNS, "verdict", *CONTEXT_COLUMNS, *REPORT_COLUMNS)
+
+MAX_PROBLEMS = 50
+
+
+@dataclass(frozen=True)
+class ImportProblem:
+    """One thing wrong with an import file. line is 1-based; None means the whole file."""
+
+    message: str
+    line: int | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field:
+            where.append(f"field '{self.field}'")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+    def as_dict(self) -> dict:
+        return {"line": self.line, "field": self.field, "message": self.message}
+
+
+class ImportRejected(Exception):
+    """The file cannot be imported; nothing was written."""
+
+    def __init__(self, problems: list[ImportProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class ParsedRow:
+    line: int
+    values: dict[str, str]
+
+
+def detect_format(filename: str, data: bytes) -> str:
+    name = filename.lower()
+    if name.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    if name.endswith(".csv"):
+        return "csv"
+    return "jsonl" if data.lstrip()[:1] == b"{" else "csv"
+
+
+def decode(data: bytes, *, max_bytes: int) -> str:
+    """Check size, NUL bytes and encoding, and return the text without a byte-order mark."""
+    if len(data) > max_bytes:
+        raise ImportRejected(
+            [
+                ImportProblem(
+                    f"The file is {len(data):,} bytes; the limit is {max_bytes:,} bytes. "
+                    "Split it into smaller files and import them one after another."
+                )
+            ]
+        )
+    if not data.strip():
+        raise ImportRejected(
+            [ImportProblem("The file is empty. Export the candidate pairs again and upload that file.")]
+        )
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise ImportRejected(
+            [
+                ImportProblem(
+                    "The file contains a NUL byte, which text files never do. Is it a spreadsheet "
+                    "(.xlsx) or UTF-16 file? Save it as UTF-8 CSV or JSON Lines.",
+                    line=data.count(b"\n", 0, nul) + 1,
+                )
+            ]
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ImportRejected(
+            [
+                ImportProblem(
+                    f"Byte 0x{data[error.start]:02x} is not valid UTF-8. Save the file as UTF-8 "
+                    "(in Excel: 'CSV UTF-8'; elsewhere choose the UTF-8 encoding) and upload it again.",
+                    line=line,
+                )
+            ]
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def parse(data: bytes, *, filename: str, max_bytes: int) -> list[ParsedRow]:
+    """All rows of a file, or ImportRejected with every problem found in it (up to a limit)."""
+    text = decode(data, max_bytes=max_bytes)
+    rows = list(_parse_jsonl(text)) if detect_format(filename, data) == "jsonl" else list(_parse_csv(text))
+    if not rows:
+        raise ImportRejected([ImportProblem("The file has a header but no rows. Add at least one pair.")])
+    return rows
+
+
+def _check_columns(columns: list[str], *, line: int) -> list[ImportProblem]:
+    problems = []
+    unknown = [c for c in columns if c not in ALL_COLUMNS]
+    for column in unknown:
+        problems.append(
+            ImportProblem(
+                f"Unknown column '{column}'. Rename or remove it; the columns are: {', '.join(ALL_COLUMNS)}.",
+                line=line,
+                field=column,
+            )
+        )
+    for column in REQUIRED_COLUMNS:
+        if column not in columns:
+            problems.append(ImportProblem(f"Required column '{column}' is missing. Add it.", line=line, field=column))
+    seen = set()
+    for column in columns:
+        if column in seen:
+            problems.append(ImportProblem(f"Column '{column}' appears twice. Keep one.", line=line, field=column))
+        seen.add(column)
+    return problems
+
+
+def _parse_csv(text: str) -> Iterator[ParsedRow]:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+    except csv.Error as error:
+        raise ImportRejected([_csv_problem(error, 1)]) from None
+    header = [column.strip() for column in header]
+    problems = _check_columns(header, line=1)
+    if problems:
+        raise ImportRejected(problems)
+    start = reader.line_num + 1
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as error:
+            raise ImportRejected([_csv_problem(error, start)]) from None
+        if record == [] or record == [""]:
+            start = reader.line_num + 1
+            continue
+        if len(record) != len(header):
+            raise ImportRejected(
+                [
+                    ImportProblem(
+                        f"This row has {len(record)} fields but the header has {len(header)}. "
+                        "Check for an unquoted comma or a missing field.",
+                        line=start,
+                    )
+                ]
+            )
+        yield ParsedRow(line=start, values=dict(zip(header, record, strict=True)))
+        start = reader.line_num + 1
+
+
+def _csv_problem(error: csv.Error, line: int) -> ImportProblem:
+    return ImportProblem(
+        f"The CSV is malformed here ({error}). A field that contains commas, quotes or line breaks "
+        'must be wrapped in double quotes, with any quote inside it doubled ("").',
+        line=line,
+    )
+
+
+def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
+    problems: list[ImportProblem] = []
+    rows: list[ParsedRow] = []
+    # Split on LF only: JSON strings may legally hold U+2028 and other characters that
+    # str.splitlines() would treat as line ends.
+    for number, raw in enumerate(text.split("\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as error:
+            problems.append(
+                ImportProblem(
+                    f"Not valid JSON ({error.msg} at column {error.colno}). Each line must be one JSON object.",
+                    line=number,
+                )
+            )
+            continue
+        if not isinstance(obj, dict):
+            problems.append(ImportProblem("Each line must be one JSON object ({...}).", line=number))
+            continue
+        column_problems = _check_columns(list(obj.keys()), line=number)
+        if column_problems:
+            problems.extend(column_problems)
+            continue
+        values: dict[str, str] = {}
+        for key, value in obj.items():
+            if value is None:
+                values[key] = ""
+            elif isinstance(value, str):
+                values[key] = value
+            elif isinstance(value, int) and not isinstance(value, bool) and key == "study_id":
+                values[key] = str(value)
+            else:
+                problems.append(
+                    ImportProblem(
+                        f"Must be a string, not {type(value).__name__}. Quote the value.", line=number, field=key
+                    )
+                )
+        rows.append(ParsedRow(line=number, values=values))
+        if len(problems) >= MAX_PROBLEMS:
+            break
+    if problems:
+        raise ImportRejected(problems)
+    yield from rows

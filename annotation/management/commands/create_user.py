@@ -1,0 +1,67 @@
+import secrets
+import sys
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from annotation.models import Role, Subspecialty
+from annotation.roles import grant_role
+
+
+class Command(BaseCommand):
+    help = "Create a user (or update an existing one) with one or more study roles."
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument(
+            "--role", action="append", choices=Role.values, required=True, help="Repeat for several roles."
+        )
+        parser.add_argument("--subspecialty", choices=Subspecialty.values, help="For readers and adjudicators.")
+        parser.add_argument("--email", default="")
+        parser.add_argument("--first-name", default="")
+        parser.add_argument("--last-name", default="")
+        parser.add_argument(
+            "--password-stdin", action="store_true", help="Read the password from standard input (one line)."
+        )
+        parser.add_argument("--token", action="store_true", help="Create an API token and print it.")
+
+    def handle(self, *args, **options) -> None:
+        User = get_user_model()
+        password = None
+        generated = False
+        if options["password_stdin"]:
+            password = options.get("stdin", sys.stdin).readline().rstrip("\r\n")
+        with transaction.atomic():
+            user, created = User.objects.get_or_create(
+                username=options["username"],
+                defaults={
+                    "email": options["email"],
+                    "first_name": options["first_name"],
+                    "last_name": options["last_name"],
+                },
+            )
+            if created and password is None:
+                password = secrets.token_urlsafe(12)
+                generated = True
+            if password is not None:
+                try:
+                    validate_password(password, user)
+                except ValidationError as error:
+                    raise CommandError("Password rejected: " + " ".join(error.messages)) from None
+                user.set_password(password)
+                user.save()
+            for role in options["role"]:
+                grant_role(user, role, subspecialty=options["subspecialty"])
+            token = Token.objects.get_or_create(user=user)[0] if options["token"] else None
+
+        roles = ", ".join(options["role"])
+        self.stdout.write(self.style.SUCCESS(f"{'Created' if created else 'Updated'} {user.username} ({roles})."))
+        if generated:
+            self.stdout.write(f"Password: {password}")
+        if token is not None:
+            self.stdout.write(f"API token: {token.key}")

@@ -1,0 +1,114 @@
+from rest_framework import serializers
+
+from annotation.models import CandidatePair, Dataset, Study
+
+
+class StudySerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    variations = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Study
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "reads_per_example",
+            "keep_versions_apart",
+            "sample_seed",
+            "sample_per_variation",
+            "sample_datasets",
+            "sampled_at",
+            "variations",
+        ]
+        read_only_fields = ["reads_per_example", "sample_seed", "sample_per_variation", "sample_datasets", "sampled_at"]
+
+    def get_variations(self, study: Study) -> list[dict]:
+        return [{"key": v.key, "label": v.label, "dimension": v.dimension} for v in study.variations.all()]
+
+    def create(self, validated_data: dict) -> Study:
+        study = Study.objects.create_with_taxonomy(slug=validated_data["slug"], name=validated_data["name"])
+        if "keep_versions_apart" in validated_data:
+            study.keep_versions_apart = validated_data["keep_versions_apart"]
+            study.save(update_fields=["keep_versions_apart"])
+        return study
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Dataset
+        fields = ["key", "name", "study_id_prefix", "numeric_study_ids"]
+
+
+class CandidatePairSerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    dataset = serializers.CharField(source="dataset.key")
+    study_id = serializers.CharField(source="source_study_id")
+    reref_variation = serializers.CharField(source="variation.key")
+
+    class Meta:
+        model = CandidatePair
+        fields = [
+            "id",
+            "dataset",
+            "study_id",
+            "reref_variation",
+            "verdict",
+            "sampled",
+            "indication",
+            "comparison",
+            "technique",
+            "original_findings",
+            "original_impression",
+            "alternative_findings",
+            "alternative_impression",
+        ]
+
+
+class ImportRequestSerializer(serializers.Serializer):
+    file = serializers.FileField()
+    dry_run = serializers.BooleanField(default=False)
+
+
+class ProblemSerializer(serializers.Serializer):
+    line = serializers.IntegerField(allow_null=True)
+    field = serializers.CharField(allow_null=True)
+    message = serializers.CharField()
+
+
+class ImportResultSerializer(serializers.Serializer):
+    rows = serializers.IntegerField()
+    created = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    dry_run = serializers.BooleanField()
+    summary = serializers.CharField()
+
+
+class ImportErrorSerializer(serializers.Serializer):
+    errors = ProblemSerializer(many=True)
+
+
+class SampleRequestSerializer(serializers.Serializer):
+    per_variation = serializers.IntegerField(min_value=1, max_value=100_000)
+    seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
+    datasets = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class SampleCellSerializer(serializers.Serializer):
+    dataset = serializers.CharField()
+    variation = serializers.CharField()
+    accepted = serializers.IntegerField()
+    drawn = serializers.IntegerField()
+
+
+class SampleResultSerializer(serializers.Serializer):
+    per_variation = serializers.IntegerField()
+    seed = serializers.IntegerField()
+    pairs = serializers.IntegerField()
+    summary = serializers.CharField()
+    shortfalls = serializers.ListField(child=serializers.CharField())
+    cells = SampleCellSerializer(many=True)
+
+
+class DetailSerializer(serializers.Serializer):
+    detail = serializers.CharField()

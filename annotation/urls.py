@@ -1,0 +1,11 @@
+from django.urls import path
+
+from annotation import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("studies/", views.study_list, name="study_list"),
+    path("studies/<slug:slug>/", views.study_detail, name="study_detail"),
+    path("studies/<slug:slug>/import/", views.study_import, name="study_import"),
+    path("studies/<slug:slug>/sample/", views.study_sample, name="study_sample"),
+]

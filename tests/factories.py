@@ -1,0 +1,101 @@
+"""Plain factory functions for test data (no fixture files)."""
+
+import itertools
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+
+from annotation.models import CandidatePair, Dataset, Study, Verdict
+from annotation.roles import grant_role
+
+_counter = itertools.count(1)
+
+CSV_HEADER = (
+    "dataset,study_id,reref_variation,verdict,indication,comparison,technique,"
+    "original_findings,original_impression,alternative_findings,alternative_impression"
+)
+
+
+def make_user(*roles: str, username: str | None = None, subspecialty: str | None = None, **fields) -> AbstractBaseUser:
+    username = username or f"user{next(_counter)}"
+    user = get_user_model().objects.create_user(username=username, password="pw-" + username, **fields)
+    for role in roles:
+        grant_role(user, role, subspecialty=subspecialty)
+    return user
+
+
+def make_study(slug: str | None = None, **fields) -> Study:
+    slug = slug or f"study-{next(_counter)}"
+    study = Study.objects.create_with_taxonomy(slug=slug, name=fields.pop("name", slug))
+    if fields:
+        Study.objects.filter(pk=study.pk).update(**fields)
+        study.refresh_from_db()
+    return study
+
+
+def make_pair(
+    study: Study,
+    *,
+    dataset: str = "mimic-cxr",
+    study_id: str | None = None,
+    variation: str = "hedging",
+    verdict: str = Verdict.ACCEPTED,
+    **texts: str,
+) -> CandidatePair:
+    n = next(_counter)
+    defaults = {
+        "indication": "Cough.",
+        "comparison": "None.",
+        "technique": "PA and lateral.",
+        "original_findings": f"Lungs are clear. Case {n}.",
+        "original_impression": "No acute process.",
+        "alternative_findings": f"The lungs are clear. Case {n}.",
+        "alternative_impression": "No acute cardiopulmonary process.",
+    }
+    defaults.update(texts)
+    return CandidatePair.objects.create(
+        study=study,
+        dataset=Dataset.objects.get(key=dataset),
+        source_study_id=study_id or str(50_000_000 + n),
+        variation=study.variations.get(key=variation),
+        verdict=verdict,
+        **defaults,
+    )
+
+
+def csv_row(**overrides: str) -> dict[str, str]:
+    """One valid import row as a dict, with any column overridden."""
+    n = next(_counter)
+    row = {
+        "dataset": "mimic-cxr",
+        "study_id": str(50_000_000 + n),
+        "reref_variation": "hedging",
+        "verdict": "accepted",
+        "indication": "Fever.",
+        "comparison": "",
+        "technique": "AP portable.",
+        "original_findings": "Right lower lobe opacity.",
+        "original_impression": "Pneumonia.",
+        "alternative_findings": "Right lower lobe opacity, likely pneumonia.",
+        "alternative_impression": "Probable pneumonia.",
+    }
+    row.update(overrides)
+    return row
+
+
+def csv_bytes(rows: list[dict[str, str]], *, columns: list[str] | None = None) -> bytes:
+    import csv
+    import io
+
+    columns = columns or CSV_HEADER.split(",")
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\r\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue().encode("utf-8")
+
+
+def jsonl_bytes(rows: list[dict]) -> bytes:
+    import json
+
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
