@@ -103,6 +103,5 @@ def _render_partial(request: HttpRequest, partial: str, context: dict, *, status
     if request.htmx:
         return render(request, f"annotation/study_detail.html#{partial}", context, status=status)
     # Without JavaScript: the whole page, with the result in place.
-    study = context["study"]
-    full = _study_context(study, **context)
+    full = _study_context(**context)
     return render(request, "annotation/study_detail.html", full, status=status)

@@ -1,0 +1,163 @@
+import random
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation.models import Assignment, CandidatePair, Example, ReportType, Role, Task, Verdict
+from annotation.services import SamplingRefused, sample_pairs
+from tests.factories import make_pair, make_study, make_user
+
+MIMIC_IDS = [str(50_000_000 + i) for i in range(1, 31)]
+IU_IDS = [f"CXR{i}" for i in range(1, 13)]
+IU_GOLDEN = {"CXR5", "CXR9", "CXR10", "CXR4", "CXR3"}
+
+
+def _load_candidates(study, *, shuffle_seed: int | None = None) -> None:
+    rows = [("mimic-cxr", sid, "hedging") for sid in MIMIC_IDS]
+    rows += [("iu-xray", sid, "terminology") for sid in IU_IDS]
+    if shuffle_seed is not None:
+        random.Random(shuffle_seed).shuffle(rows)
+    for dataset, sid, variation in rows:
+        make_pair(study, dataset=dataset, study_id=sid, variation=variation)
+    # Ineligible candidates in the same cells must never be drawn.
+    make_pair(study, dataset="mimic-cxr", study_id="59999999", variation="hedging", verdict=Verdict.REJECTED)
+    make_pair(study, dataset="iu-xray", study_id="CXR999", variation="terminology", verdict=Verdict.INFEASIBLE)
+
+
+def _sampled(study) -> dict[tuple[str, str], set[str]]:
+    result: dict[tuple[str, str], set[str]] = {}
+    for pair in CandidatePair.objects.filter(study=study, sampled=True).select_related("dataset", "variation"):
+        result.setdefault((pair.dataset.key, pair.variation.key), set()).add(pair.source_study_id)
+    return result
+
+
+def test_it_draws_the_same_sample_on_every_database(db):
+    # Pinned: this exact draw must come out of SQLite and PostgreSQL alike, whatever the
+    # primary keys or the database's ordering.
+    study = make_study()
+    _load_candidates(study)
+    sample_pairs(study, per_variation=5, seed=42)
+    assert _sampled(study) == {
+        ("mimic-cxr", "hedging"): {"50000030", "50000004", "50000017", "50000020", "50000012"},
+        ("iu-xray", "terminology"): IU_GOLDEN,
+    }
+
+
+def test_it_does_not_depend_on_import_order(db):
+    samples = []
+    for shuffle_seed in (None, 1, 2):
+        study = make_study()
+        _load_candidates(study, shuffle_seed=shuffle_seed)
+        sample_pairs(study, per_variation=4, seed=7)
+        samples.append(_sampled(study))
+    assert samples[0] == samples[1] == samples[2]
+
+
+def test_a_different_seed_draws_a_different_sample(db):
+    study = make_study()
+    _load_candidates(study)
+    sample_pairs(study, per_variation=5, seed=1)
+    first = _sampled(study)
+    sample_pairs(study, per_variation=5, seed=2)
+    assert _sampled(study) != first
+
+
+def test_it_never_draws_ineligible_candidates(db):
+    study = make_study()
+    _load_candidates(study)
+    sample_pairs(study, per_variation=100, seed=3)
+    assert not CandidatePair.objects.filter(study=study, sampled=True).exclude(verdict=Verdict.ACCEPTED).exists()
+
+
+def test_it_takes_all_and_says_so_when_a_cell_is_short(db):
+    study = make_study()
+    _load_candidates(study)
+    report = sample_pairs(study, per_variation=20, seed=3)
+    assert len(_sampled(study)[("mimic-cxr", "hedging")]) == 20
+    assert len(_sampled(study)[("iu-xray", "terminology")]) == 12
+    messages = report.shortfall_messages()
+    assert "iu-xray / terminology: only 12 accepted candidates (asked for 20); took all of them." in messages
+    # Cells of the taxonomy with no accepted candidate at all are reported too.
+    assert any(m.startswith("mimic-cxr / structure--structured: only 0") for m in messages)
+    assert not any("mimic-cxr / hedging" in m for m in messages)
+
+
+def test_it_creates_three_examples_per_sampled_pair(db):
+    study = make_study()
+    _load_candidates(study)
+    sample_pairs(study, per_variation=2, seed=3)
+    pairs = CandidatePair.objects.filter(study=study, sampled=True)
+    assert Example.objects.filter(study=study).count() == 3 * pairs.count() == 12
+    for pair in pairs:
+        kinds = set(pair.examples.values_list("task", "report_type"))
+        assert kinds == {
+            (Task.REALISM, ReportType.ORIGINAL),
+            (Task.REALISM, ReportType.ALTERNATIVE),
+            (Task.EQUIVALENCE, ""),
+        }
+
+
+def test_resampling_replaces_the_sample_before_reading(db):
+    study = make_study()
+    _load_candidates(study)
+    sample_pairs(study, per_variation=5, seed=1)
+    sample_pairs(study, per_variation=2, seed=1)
+    assert CandidatePair.objects.filter(study=study, sampled=True).count() == 4
+    assert Example.objects.filter(study=study).count() == 12
+    study.refresh_from_db()
+    assert (study.sample_per_variation, study.sample_seed) == (2, 1)
+
+
+def test_it_can_be_restricted_to_datasets(db):
+    study = make_study()
+    _load_candidates(study)
+    report = sample_pairs(study, per_variation=3, seed=1, datasets=["iu-xray"])
+    assert set(_sampled(study)) == {("iu-xray", "terminology")}
+    assert {cell.dataset for cell in report.cells} == {"iu-xray"}
+
+
+def test_it_rejects_unknown_datasets(db):
+    study = make_study()
+    _load_candidates(study)
+    with pytest.raises(SamplingRefused, match="Unknown dataset"):
+        sample_pairs(study, per_variation=3, seed=1, datasets=["nope"])
+
+
+def test_it_refuses_without_accepted_candidates(db):
+    study = make_study()
+    with pytest.raises(SamplingRefused, match="no accepted candidate pairs"):
+        sample_pairs(study, per_variation=3, seed=1)
+
+
+def test_it_refuses_to_resample_once_reading_has_started(db):
+    study = make_study()
+    _load_candidates(study)
+    sample_pairs(study, per_variation=2, seed=1)
+    before = _sampled(study)
+    example = Example.objects.filter(study=study).first()
+    Assignment.objects.create(example=example, reader=make_user(Role.READER))
+    with pytest.raises(SamplingRefused, match="Reading has started"):
+        sample_pairs(study, per_variation=3, seed=9)
+    assert _sampled(study) == before
+    assert Example.objects.filter(study=study).count() == 12
+
+
+def test_it_uses_the_study_seed_by_default(db):
+    study = make_study()
+    _load_candidates(study)
+    report = sample_pairs(study, per_variation=2)
+    assert report.seed == study.seed
+
+
+def test_the_command_samples_and_reports_shortfalls(db, capsys):
+    study = make_study(slug="cmd")
+    _load_candidates(study)
+    call_command("sample_pairs", "--study", "cmd", "--per-variation", "15", "--seed", "42")
+    out, err = capsys.readouterr()
+    assert "Sampled 27 pairs" in out
+    assert "iu-xray / terminology: only 12 accepted candidates" in err
+
+
+def test_the_command_names_an_unknown_study(db):
+    with pytest.raises(CommandError, match="No study 'missing'"):
+        call_command("sample_pairs", "--study", "missing", "--per-variation", "1")

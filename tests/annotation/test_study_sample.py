@@ -1,0 +1,79 @@
+import pytest
+from django.urls import reverse
+
+from annotation.models import Assignment, CandidatePair, Example, Role
+from annotation.services import sample_pairs
+from tests.factories import make_pair, make_study, make_user
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+pytestmark = pytest.mark.django_db
+
+
+def _study_with_candidates():
+    study = make_study()
+    for i in range(4):
+        make_pair(study, dataset="mimic-cxr", variation="hedging", study_id=str(51_000_000 + i))
+    return study
+
+
+def test_it_samples_from_the_page(client, coordinator):
+    study = _study_with_candidates()
+    client.force_login(coordinator)
+    response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 2, "seed": 5}, **HTMX)
+    assert response.status_code == 200
+    assert b"Sampled 2 pairs" in response.content
+    assert b'id="sample-panel"' in response.content
+    assert b"hx-swap-oob" in response.content
+    assert b"<html" not in response.content
+    assert CandidatePair.objects.filter(study=study, sampled=True).count() == 2
+
+
+def test_it_lists_short_cells(client, coordinator):
+    study = _study_with_candidates()
+    client.force_login(coordinator)
+    response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 10}, **HTMX)
+    assert b"mimic-cxr / hedging: only 4 accepted candidates (asked for 10); took all of them." in response.content
+
+
+def test_it_shows_form_errors_in_place(client, coordinator):
+    study = _study_with_candidates()
+    client.force_login(coordinator)
+    response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 0}, **HTMX)
+    assert response.status_code == 422
+    assert b"greater than or equal to 1" in response.content
+    assert not Example.objects.exists()
+
+
+def test_it_explains_a_refusal_in_place(client, coordinator):
+    study = _study_with_candidates()
+    sample_pairs(study, per_variation=1, seed=1)
+    Assignment.objects.create(example=Example.objects.first(), reader=make_user(Role.READER))
+    client.force_login(coordinator)
+    response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 2}, **HTMX)
+    assert response.status_code == 422
+    assert b"Reading has started" in response.content
+    assert CandidatePair.objects.filter(study=study, sampled=True).count() == 1
+
+
+def test_it_works_without_javascript(client, coordinator):
+    study = _study_with_candidates()
+    client.force_login(coordinator)
+    response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 1})
+    assert response.status_code == 200
+    assert b"<html" in response.content
+    assert b"Sampled 1 pairs" in response.content
+
+
+def test_it_requires_the_coordinator_role(client):
+    study = _study_with_candidates()
+    client.force_login(make_user(Role.READER))
+    assert client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 1}).status_code == 403
+    assert not Example.objects.exists()
+
+
+def test_the_full_page_has_one_summary_table(client, coordinator):
+    study = _study_with_candidates()
+    client.force_login(coordinator)
+    response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 1})
+    assert response.content.count(b'id="summary"') == 1
