@@ -1,6 +1,31 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
-from annotation.models import Assignment, CandidatePair, Dataset, Example, ReaderProfile, Study, Variation
+from annotation.models import (
+    Annotation,
+    Assignment,
+    AuditEvent,
+    CandidatePair,
+    Dataset,
+    Example,
+    ReaderProfile,
+    Study,
+    StudyMember,
+    Variation,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """For records that the application alone writes (ratings, the audit trail)."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
 
 
 class VariationInline(admin.TabularInline):
@@ -50,11 +75,32 @@ class ExampleAdmin(admin.ModelAdmin):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
-    list_display = ["public_id", "reader", "example", "created_at"]
-    list_select_related = ["reader", "example__pair__dataset", "example__pair__variation"]
-    raw_id_fields = ["example", "reader"]
-    readonly_fields = ["public_id", "created_at"]
+class AssignmentAdmin(ReadOnlyAdmin):
+    list_display = ["public_id", "reader", "slot", "status", "example", "created_at"]
+    list_filter = ["status", "slot", "example__study"]
+    list_select_related = ["reader", "example__pair"]
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(ReadOnlyAdmin):
+    list_display = ["public_id", "reader", "task", "rating", "created_at", "voided_at"]
+    list_filter = ["task", "rating", "example__study"]
+    list_select_related = ["reader"]
+
+
+@admin.register(StudyMember)
+class StudyMemberAdmin(admin.ModelAdmin):
+    list_display = ["user", "study", "role", "max_assignments", "active"]
+    list_filter = ["study", "role", "active"]
+    list_select_related = ["user", "study"]
+    raw_id_fields = ["user"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "study", "action", "actor", "subject", "example"]
+    list_filter = ["study", "action"]
+    list_select_related = ["study", "actor", "subject", "example"]
 
 
 @admin.register(ReaderProfile)

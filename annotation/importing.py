@@ -74,7 +74,7 @@ def decode(data: bytes, *, max_bytes: int) -> str:
                 )
             ]
         )
-    if not data.strip():
+    if not data.removeprefix(b"\xef\xbb\xbf").strip():
         raise ImportRejected(
             [ImportProblem("The file is empty. Export the candidate pairs again and upload that file.")]
         )
@@ -185,6 +185,8 @@ def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
     # Split on LF only: JSON strings may legally hold U+2028 and other characters that
     # str.splitlines() would treat as line ends.
     for number, raw in enumerate(text.split("\n"), start=1):
+        if len(problems) >= MAX_PROBLEMS:
+            break
         if not raw.strip():
             continue
         try:
@@ -199,6 +201,18 @@ def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
             continue
         if not isinstance(obj, dict):
             problems.append(ImportProblem("Each line must be one JSON object ({...}).", line=number))
+            continue
+        unstorable = [key for key, value in obj.items() if _unstorable(key) or _unstorable(value)]
+        if unstorable:
+            problems.extend(
+                ImportProblem(
+                    "Contains a \\u0000 (NUL) or an unpaired surrogate (\\ud800-\\udfff) escape, which is not "
+                    "text. Remove it and export the file again.",
+                    line=number,
+                    field=None if _unstorable(key) else key,
+                )
+                for key in unstorable
+            )
             continue
         column_problems = _check_columns(list(obj.keys()), line=number)
         if column_problems:
@@ -219,8 +233,19 @@ def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
                     )
                 )
         rows.append(ParsedRow(line=number, values=values))
-        if len(problems) >= MAX_PROBLEMS:
-            break
     if problems:
         raise ImportRejected(problems)
     yield from rows
+
+
+def _unstorable(value: object) -> bool:
+    """JSON can escape NUL and lone surrogates into a string; no database can store them."""
+    if not isinstance(value, str):
+        return False
+    if "\x00" in value:
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

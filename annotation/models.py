@@ -49,6 +49,44 @@ class ReportType(models.TextChoices):
     ALTERNATIVE = "alternative", "Alternative"
 
 
+class Rating(models.TextChoices):
+    """Every label of both tasks; the labels are written to the release exactly as shown."""
+
+    REALISTIC = "realistic", "Realistic"
+    MINOR_ISSUES = "minor_issues", "Minor Issues"
+    MAJOR_ISSUES = "major_issues", "Major Issues"
+    EQUIVALENT = "equivalent", "Equivalent"
+    MINOR_DISCREPANCY = "minor_discrepancy", "Minor Discrepancy"
+    MAJOR_DISCREPANCY = "major_discrepancy", "Major Discrepancy"
+
+
+TASK_RATINGS: dict[str, tuple[str, ...]] = {
+    Task.REALISM: (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES),
+    Task.EQUIVALENCE: (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY),
+}
+# The one label of each task that needs no rationale.
+RATINGS_WITHOUT_RATIONALE = (Rating.REALISTIC, Rating.EQUIVALENT)
+
+
+def rating_fits_task() -> Q:
+    """A check-constraint condition: the row's rating belongs to the row's task."""
+    return Q(task=Task.REALISM, rating__in=TASK_RATINGS[Task.REALISM]) | Q(
+        task=Task.EQUIVALENCE, rating__in=TASK_RATINGS[Task.EQUIVALENCE]
+    )
+
+
+class ExampleState(models.TextChoices):
+    WAITING = "waiting", "Waiting for reads"
+    THIRD_READ = "third_read", "Needs a third read"
+    ADJUDICATION = "adjudication", "Needs adjudication"
+    CONSENSUS = "consensus", "Has consensus"
+
+
+class MemberRole(models.TextChoices):
+    READER = "reader", "Reader"
+    ADJUDICATOR = "adjudicator", "Adjudicator"
+
+
 # The taxonomy of MIMIC-CXR-Ext-ReRef: (key, label, dimension). A study copies it on creation
 # and may edit its own copy; the vocabulary is study data, not code.
 DEFAULT_TAXONOMY: tuple[tuple[str, str, str], ...] = (
@@ -113,7 +151,10 @@ class Study(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=64, unique=True)
     reads_per_example = models.PositiveSmallIntegerField(
-        default=2, help_text="Independent initial reads of every example."
+        default=2,
+        editable=False,
+        help_text="Independent initial reads of every example. The protocol fixes it at 2: "
+        "a disagreement brings one third reader, a three-way split one adjudicator.",
     )
     seed = models.PositiveIntegerField(
         default=new_study_seed,
@@ -136,7 +177,7 @@ class Study(models.Model):
         verbose_name_plural = "studies"
         ordering = ["name"]
         constraints = [
-            models.CheckConstraint(condition=Q(reads_per_example__gte=2), name="study_reads_per_example_gte_2"),
+            models.CheckConstraint(condition=Q(reads_per_example=2), name="study_reads_per_example_is_2"),
         ]
         permissions = [
             ("coordinate_study", "Can import, sample, assign and monitor studies"),
@@ -178,8 +219,11 @@ class Study(models.Model):
         return summary
 
     def reading_has_started(self) -> bool:
-        """True once any example of the study has been put in a reader's queue."""
-        return Assignment.objects.filter(example__study=self).exists()
+        """True once any example of the study has been put in a reader's queue (even if withdrawn)."""
+        return (
+            Assignment.objects.filter(example__study=self).exists()
+            or AuditEvent.objects.filter(study=self, example__isnull=False).exists()
+        )
 
 
 class Variation(models.Model):
@@ -287,6 +331,11 @@ class Example(models.Model):
     pair = models.ForeignKey(CandidatePair, on_delete=models.CASCADE, related_name="examples")
     task = models.CharField(max_length=16, choices=Task.choices)
     report_type = models.CharField(max_length=16, choices=ReportType.choices, blank=True)
+    # Kept by consensus.services.route_example under the example's row lock.
+    state = models.CharField(max_length=16, choices=ExampleState.choices, default=ExampleState.WAITING)
+    unrouted = models.BooleanField(
+        default=False, help_text="Needs a third reader or an adjudicator, and nobody eligible was available."
+    )
 
     objects = ExampleQuerySet.as_manager()
 
@@ -299,25 +348,229 @@ class Example(models.Model):
                 name="example_report_type_matches_task",
             ),
         ]
-        indexes = [models.Index(fields=["study", "task"])]
+        indexes = [models.Index(fields=["study", "task", "state"]), models.Index(fields=["study", "unrouted"])]
 
     def __str__(self) -> str:
         suffix = f":{self.report_type}" if self.report_type else ""
         return f"{self.task}:{self.pair}{suffix}"
 
 
-class Assignment(models.Model):
-    """An example in one reader's queue."""
+class StudyMember(models.Model):
+    """A reader or adjudicator enrolled in a study: the pool that queues and routing draw from."""
 
-    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    example = models.ForeignKey(Example, on_delete=models.PROTECT, related_name="assignments")
-    reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="assignments")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="members")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="study_memberships")
+    role = models.CharField(max_length=16, choices=MemberRole.choices)
+    max_assignments = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Cap on initial reads given by automatic assignment; empty = no cap."
+    )
+    active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["example", "reader"], name="assignment_one_per_example_and_reader"),
+            models.UniqueConstraint(fields=["study", "user", "role"], name="member_unique_role_per_study"),
+            models.CheckConstraint(condition=Q(role__in=MemberRole.values), name="member_role_valid"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.reader} -> {self.example}"
+        return f"{self.user} ({self.role})"
+
+
+class AssignmentStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    DONE = "done", "Rated"
+    VOIDED = "voided", "Voided"
+
+
+ACTIVE_ASSIGNMENT = Q(status__in=[AssignmentStatus.OPEN, AssignmentStatus.DONE])
+THIRD_READ_SLOT = 3
+
+
+class AssignmentQuerySet(models.QuerySet):
+    def active(self) -> "AssignmentQuerySet":
+        return self.filter(ACTIVE_ASSIGNMENT)
+
+    def open(self) -> "AssignmentQuerySet":
+        return self.filter(status=AssignmentStatus.OPEN)
+
+
+class Assignment(models.Model):
+    """An example in one reader's queue, in one of its three reading slots.
+
+    Slots 1 and 2 are the independent initial reads, slot 3 the third read. An active
+    (open or done) assignment holds its slot; voiding frees it. A withdrawn assignment, which
+    never had a rating, is deleted (the audit trail keeps it).
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    example = models.ForeignKey(Example, on_delete=models.PROTECT, related_name="assignments")
+    reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="assignments")
+    slot = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=8, choices=AssignmentStatus.choices, default=AssignmentStatus.OPEN)
+    queue_order = models.BigIntegerField(
+        default=0, help_text="The reader's queue is sorted on this: a seeded shuffle, no pattern."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    first_shown_at = models.DateTimeField(null=True, blank=True)
+    report_a_type = models.CharField(
+        max_length=16, choices=ReportType.choices, blank=True, help_text="Task 2: which report was shown as A."
+    )
+
+    objects = AssignmentQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["example", "reader"], name="assignment_one_per_example_and_reader"),
+            models.UniqueConstraint(
+                fields=["example", "slot"], condition=ACTIVE_ASSIGNMENT, name="assignment_one_active_per_slot"
+            ),
+            models.UniqueConstraint(
+                fields=["example"],
+                condition=ACTIVE_ASSIGNMENT & Q(slot=THIRD_READ_SLOT),
+                name="assignment_one_third_read_per_example",
+            ),
+            models.CheckConstraint(condition=Q(slot__gte=1, slot__lte=THIRD_READ_SLOT), name="assignment_slot_1_to_3"),
+            models.CheckConstraint(condition=Q(status__in=AssignmentStatus.values), name="assignment_status_valid"),
+        ]
+        indexes = [models.Index(fields=["reader", "status", "queue_order"])]
+
+    def __str__(self) -> str:
+        return f"{self.reader} -> {self.example} (slot {self.slot})"
+
+    @property
+    def is_third_read(self) -> bool:
+        return self.slot == THIRD_READ_SLOT
+
+
+class Annotation(models.Model):
+    """One reader's rating of one example. Stored once, never edited; a coordinator may void it."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    assignment = models.OneToOneField(Assignment, on_delete=models.PROTECT, related_name="annotation")
+    example = models.ForeignKey(Example, on_delete=models.PROTECT, related_name="annotations")
+    reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="annotations")
+    task = models.CharField(max_length=16, choices=Task.choices)
+    rating = models.CharField(max_length=24, choices=Rating.choices)
+    rationale = models.TextField(blank=True)
+    form_token = models.UUIDField(unique=True, help_text="Makes a repeated submission of one form harmless.")
+    report_a_type = models.CharField(max_length=16, choices=ReportType.choices, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True, help_text="First shown -> submitted.")
+    voided_at = models.DateTimeField(null=True, blank=True)
+    voided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    void_reason = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["example", "reader"], name="annotation_one_per_example_and_reader"),
+            models.CheckConstraint(condition=rating_fits_task(), name="annotation_rating_fits_task"),
+            models.CheckConstraint(
+                condition=Q(rating__in=RATINGS_WITHOUT_RATIONALE) | ~Q(rationale=""),
+                name="annotation_rationale_unless_realistic_or_equivalent",
+            ),
+            models.CheckConstraint(
+                condition=Q(voided_at__isnull=True) | ~Q(void_reason=""), name="annotation_void_has_reason"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} by {self.reader_id} on {self.example_id}"
+
+    @property
+    def is_voided(self) -> bool:
+        return self.voided_at is not None
+
+
+class AuditAction(models.TextChoices):
+    ASSIGNED = "assigned", "Assigned"
+    WITHDRAWN = "withdrawn", "Assignment withdrawn"
+    SUBMITTED = "submitted", "Rating submitted"
+    VOIDED = "voided", "Rating voided"
+    THIRD_READ_ROUTED = "third_read_routed", "Third read assigned"
+    ADJUDICATION_ROUTED = "adjudication_routed", "Adjudication assigned"
+    UNROUTED = "unrouted", "Waiting for an eligible person"
+    CONSENSUS = "consensus", "Consensus reached"
+    CONSENSUS_WITHDRAWN = "consensus_withdrawn", "Consensus withdrawn"
+    ADJUDICATED = "adjudicated", "Adjudicated"
+    MEMBER_ADDED = "member_added", "Member added"
+    MEMBER_CHANGED = "member_changed", "Member changed"
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise TypeError("Audit events are append-only.")
+
+    def delete(self):
+        raise TypeError("Audit events are append-only.")
+
+    def record(
+        self,
+        action: str,
+        *,
+        study: Study,
+        actor=None,
+        example: Example | None = None,
+        subject=None,
+        before: dict | None = None,
+        after: dict | None = None,
+    ) -> "AuditEvent":
+        return self.create(
+            action=action,
+            study=study,
+            actor=actor if actor is not None and actor.is_authenticated else None,
+            example=example,
+            subject=subject,
+            before=before or {},
+            after=after or {},
+        )
+
+
+class AuditEvent(models.Model):
+    """Who did what to which example or reader, when: written in the same transaction as the change.
+
+    Append-only: the application never updates or deletes a row (on PostgreSQL a trigger
+    refuses it too).
+    """
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="audit_events")
+    action = models.CharField(max_length=32, choices=AuditAction.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who made the change; empty for the system's routing.",
+    )
+    example = models.ForeignKey(Example, on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events")
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The reader or adjudicator the change concerns.",
+    )
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["study", "example"]), models.Index(fields=["study", "subject"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.action}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise TypeError("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("Audit events are append-only.")

@@ -66,7 +66,8 @@ class CandidatePairSerializer(serializers.ModelSerializer):
 
 
 class ImportRequestSerializer(serializers.Serializer):
-    file = serializers.FileField()
+    # An empty file is the import's own problem, reported in the documented {"errors": [...]} form.
+    file = serializers.FileField(allow_empty_file=True)
     dry_run = serializers.BooleanField(default=False)
 
 

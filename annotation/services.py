@@ -4,26 +4,37 @@ The web pages, the API and the management commands all call these functions.
 """
 
 import random
-from collections import defaultdict
+import uuid
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from annotation import importing
 from annotation.importing import ImportProblem, ImportRejected
 from annotation.models import (
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
     CandidatePair,
     Dataset,
     Example,
+    ExampleState,
+    MemberRole,
     ReportType,
+    Role,
     Study,
+    StudyMember,
     Task,
     Variation,
     Verdict,
 )
+from annotation.roles import ROLE_GROUP_NAMES, has_role
 
 Progress = Callable[[int, int], None]
 
@@ -76,6 +87,8 @@ def import_pairs(
     candidates: dict[tuple[int, str, int], tuple[int, CandidatePair]] = {}
 
     for row in rows:
+        if len(problems) >= importing.MAX_PROBLEMS:
+            break
         pair = _pair_from_row(study, row, datasets, variations, problems)
         if pair is None:
             continue
@@ -91,8 +104,6 @@ def import_pairs(
             )
             continue
         candidates[key] = (row.line, pair)
-        if len(problems) >= importing.MAX_PROBLEMS:
-            break
     if problems:
         raise ImportRejected(problems)
 
@@ -174,7 +185,7 @@ def _pair_from_row(
         problem("study_id", "The study id is empty. Give the report's id in its dataset.")
     elif len(study_id) > 64:
         problem("study_id", "The study id is longer than 64 characters. Check that the columns are in the right place.")
-    elif dataset and dataset.numeric_study_ids and not study_id.isdigit():
+    elif dataset and dataset.numeric_study_ids and not (study_id.isascii() and study_id.isdigit()):
         prefix = f" (optionally prefixed with '{dataset.study_id_prefix}')" if dataset.study_id_prefix else ""
         problem("study_id", f"'{values['study_id']}' is not a {dataset.key} study id: use digits only{prefix}.")
 
@@ -338,3 +349,276 @@ def sample_pairs(
         study.sampled_at = timezone.now()
         study.save(update_fields=["sample_seed", "sample_per_variation", "sample_datasets", "sampled_at"])
     return report
+
+
+# --- Queues -------------------------------------------------------------------------------
+
+
+class QueueRefused(Exception):
+    """A queue change that the protocol or the study's settings do not allow."""
+
+
+@dataclass
+class AssignReport:
+    assigned: int = 0
+    unfilled: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        text = f"Assigned {self.assigned} reads."
+        if self.unfilled:
+            text += f" {self.unfilled} reads could not be assigned."
+        return text
+
+    def as_dict(self) -> dict:
+        return {"assigned": self.assigned, "unfilled": self.unfilled, "summary": self.summary, "notes": self.notes}
+
+
+def _reader_members(study: Study) -> list[StudyMember]:
+    return list(
+        StudyMember.objects.filter(
+            study=study,
+            role=MemberRole.READER,
+            active=True,
+            user__is_active=True,
+            user__groups__name=ROLE_GROUP_NAMES[Role.READER],
+        ).select_related("user")
+    )
+
+
+def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | None = None) -> AssignReport:
+    """Give every sampled example that still needs initial reads distinct readers, load balanced.
+
+    Readers get the examples' free initial slots in turn, least loaded first (per task, so with
+    equal caps the counts differ by at most one), never twice the same example, and, if the
+    study keeps versions apart, never both Task 1 versions of one pair. Each reader's queue is
+    shuffled from the study seed. Refuses, changing nothing, if the reader pool is too small.
+    """
+    from consensus.services import tiebreak
+
+    tasks = tasks or [Task.REALISM, Task.EQUIVALENCE]
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        members = _reader_members(study)
+        if len(members) < 2:
+            raise QueueRefused(
+                f"Study {study.slug} has {len(members)} active reader(s); every example needs 2 distinct readers. "
+                "Add readers to the study first."
+            )
+        if Task.REALISM in tasks and study.keep_versions_apart and len(members) < 4:
+            raise QueueRefused(
+                f"Keeping the two Task 1 versions of a pair apart needs at least 4 readers; study {study.slug} has "
+                f"{len(members)}. Add readers, or turn off 'keep versions apart' for this study. Nothing was assigned."
+            )
+        examples = list(
+            Example.objects.filter(study=study, task__in=tasks, state=ExampleState.WAITING)
+            .order_by("pk")
+            .values_list("pk", "pair_id", "task", "public_id")
+        )
+        rows = Assignment.objects.filter(example__study=study).values_list(
+            "example_id", "reader_id", "slot", "status", "example__task", "example__pair_id"
+        )
+        readers_of: dict[int, set[int]] = defaultdict(set)  # example -> every reader it ever had
+        taken_slots: dict[int, set[int]] = defaultdict(set)
+        pair_task1_readers: dict[int, set[int]] = defaultdict(set)
+        task_load: Counter = Counter()
+        total_load: Counter = Counter()
+        for example_pk, reader_pk, slot, status, task, pair_pk in rows:
+            readers_of[example_pk].add(reader_pk)
+            active = status != AssignmentStatus.VOIDED
+            if active:
+                taken_slots[example_pk].add(slot)
+                if task == Task.REALISM:
+                    pair_task1_readers[pair_pk].add(reader_pk)
+                if slot in (1, 2):
+                    task_load[(reader_pk, task)] += 1
+                    total_load[reader_pk] += 1
+
+        examples.sort(key=lambda e: tiebreak(study.seed, "assign-order", e[3]))
+        report = AssignReport()
+        new: list[Assignment] = []
+        for example_pk, pair_pk, task, public_id in examples:
+            for slot in (1, 2):
+                if slot in taken_slots[example_pk]:
+                    continue
+                keep_apart = study.keep_versions_apart and task == Task.REALISM
+                candidates = [
+                    m
+                    for m in members
+                    if m.user_id not in readers_of[example_pk]
+                    and not (keep_apart and m.user_id in pair_task1_readers[pair_pk])
+                    and (m.max_assignments is None or total_load[m.user_id] < m.max_assignments)
+                ]
+                if not candidates:
+                    report.unfilled += 1
+                    continue
+                chosen = min(
+                    candidates,
+                    key=lambda m: (
+                        task_load[(m.user_id, task)],
+                        total_load[m.user_id],
+                        tiebreak(study.seed, "assign", public_id, m.user_id),
+                    ),
+                )
+                reader_pk = chosen.user_id
+                new.append(
+                    Assignment(
+                        example_id=example_pk,
+                        reader_id=reader_pk,
+                        slot=slot,
+                        queue_order=tiebreak(study.seed, "queue", reader_pk, public_id),
+                    )
+                )
+                readers_of[example_pk].add(reader_pk)
+                taken_slots[example_pk].add(slot)
+                if task == Task.REALISM:
+                    pair_task1_readers[pair_pk].add(reader_pk)
+                task_load[(reader_pk, task)] += 1
+                total_load[reader_pk] += 1
+        Assignment.objects.bulk_create(new, batch_size=BATCH_SIZE)
+        AuditEvent.objects.bulk_create(
+            [
+                AuditEvent(
+                    study=study,
+                    action=AuditAction.ASSIGNED,
+                    actor=actor,
+                    example_id=a.example_id,
+                    subject_id=a.reader_id,
+                    after={"assignment": str(a.public_id), "slot": a.slot, "how": "automatic"},
+                )
+                for a in new
+            ],
+            batch_size=BATCH_SIZE,
+        )
+        report.assigned = len(new)
+        if report.unfilled:
+            report.notes.append(
+                f"{report.unfilled} reads found no eligible reader (caps reached, or too few readers who have "
+                "not read the example or its other version). Add readers or raise caps, then assign again."
+            )
+    return report
+
+
+def _member_reader(study: Study, user: AbstractBaseUser) -> None:
+    if not StudyMember.objects.filter(study=study, user=user, role=MemberRole.READER, active=True).exists():
+        raise QueueRefused(f"{user.get_username()} is not an active reader of study {study.slug}. Add them first.")
+
+
+def _check_versions_apart(example: Example, user: AbstractBaseUser) -> None:
+    if not (example.study.keep_versions_apart and example.task == Task.REALISM):
+        return
+    sibling = (
+        Assignment.objects.active()
+        .filter(reader=user, example__pair_id=example.pair_id, example__task=Task.REALISM)
+        .exclude(example=example)
+    )
+    if sibling.exists():
+        raise QueueRefused(
+            f"{user.get_username()} already has the other version of this pair, and the study keeps the two "
+            "versions apart. Choose another reader."
+        )
+
+
+def assign_example(example_id: uuid.UUID, reader: AbstractBaseUser, *, actor: AbstractBaseUser) -> Assignment:
+    """Put one example in one reader's queue by hand, in its first free slot."""
+    from consensus.services import lock_example, tiebreak
+
+    with transaction.atomic():
+        example_pk = Example.objects.filter(public_id=example_id).values_list("pk", flat=True).first()
+        if example_pk is None:
+            raise QueueRefused("No such example.")
+        example = lock_example(example_pk)
+        _member_reader(example.study, reader)
+        if Assignment.objects.filter(example=example, reader=reader).exists():
+            raise QueueRefused(
+                f"{reader.get_username()} already has (or had) this example. A reader never gets it twice."
+            )
+        _check_versions_apart(example, reader)
+        taken = set(example.assignments.active().values_list("slot", flat=True))
+        if example.state == ExampleState.WAITING:
+            free = [slot for slot in (1, 2) if slot not in taken]
+        elif example.state == ExampleState.THIRD_READ and not example.assignments.open().exists():
+            free = [slot for slot in (3, 1, 2) if slot not in taken]
+        else:
+            free = []
+        if not free:
+            raise QueueRefused("This example already has all the readers it needs.")
+        assignment = Assignment.objects.create(
+            example=example,
+            reader=reader,
+            slot=free[0],
+            queue_order=tiebreak(example.study.seed, "queue", reader.pk, example.public_id),
+        )
+        if example.unrouted:
+            Example.objects.filter(pk=example.pk).update(unrouted=False)
+        AuditEvent.objects.record(
+            AuditAction.ASSIGNED,
+            study=example.study,
+            actor=actor,
+            example=example,
+            subject=reader,
+            after={"assignment": str(assignment.public_id), "slot": assignment.slot, "how": "by hand"},
+        )
+    return assignment
+
+
+def withdraw_assignment(assignment_id: uuid.UUID, *, actor: AbstractBaseUser) -> Example:
+    """Take an unrated assignment out of its reader's queue."""
+    from consensus.services import lock_example, withdraw_open_assignment
+
+    with transaction.atomic():
+        found = Assignment.objects.filter(public_id=assignment_id).values_list("example_id", flat=True).first()
+        if found is None:
+            raise QueueRefused("No such assignment.")
+        example = lock_example(found)
+        assignment = Assignment.objects.select_related("reader").get(public_id=assignment_id)
+        if assignment.status != AssignmentStatus.OPEN:
+            raise QueueRefused("This assignment has a rating; it cannot be withdrawn (void the rating instead).")
+        withdraw_open_assignment(example, assignment, actor=actor, reason="withdrawn by a coordinator")
+        if example.state == ExampleState.THIRD_READ and not example.assignments.open().exists():
+            # A needed third read now has nobody: list it for the coordinator.
+            Example.objects.filter(pk=example.pk).update(unrouted=True)
+            example.unrouted = True
+    return example
+
+
+def reassign_assignment(assignment_id: uuid.UUID, reader: AbstractBaseUser, *, actor: AbstractBaseUser) -> Assignment:
+    """Move an unrated assignment to another reader (same slot), in one transaction."""
+    with transaction.atomic():
+        example = withdraw_assignment(assignment_id, actor=actor)
+        return assign_example(example.public_id, reader, actor=actor)
+
+
+def add_study_member(
+    study: Study,
+    user: AbstractBaseUser,
+    role: str,
+    *,
+    actor: AbstractBaseUser,
+    max_assignments: int | None = None,
+) -> StudyMember:
+    """Enrol a reader or adjudicator in a study (or re-activate them), then route waiting examples."""
+    from consensus.services import route_unrouted
+
+    required = Role.READER if role == MemberRole.READER else Role.ADJUDICATOR
+    if not has_role(user, required):
+        raise QueueRefused(f"{user.get_username()} does not have the {required.label} role. Give it to them first.")
+    with transaction.atomic():
+        member, created = StudyMember.objects.get_or_create(
+            study=study, user=user, role=role, defaults={"max_assignments": max_assignments}
+        )
+        before = {} if created else {"active": member.active, "max_assignments": member.max_assignments}
+        member.active = True
+        member.max_assignments = max_assignments
+        member.save(update_fields=["active", "max_assignments"])
+        AuditEvent.objects.record(
+            AuditAction.MEMBER_ADDED if created else AuditAction.MEMBER_CHANGED,
+            study=study,
+            actor=actor,
+            subject=user,
+            before=before,
+            after={"role": role, "active": True, "max_assignments": max_assignments},
+        )
+    route_unrouted(study.pk, actor=actor)
+    return member

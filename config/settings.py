@@ -162,6 +162,9 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+# Preloading binds the whole domain and its subdomains to HTTPS for months and is the domain
+# owner's decision (SECURE_HSTS_PRELOAD=1), so the deploy check's reminder about it is silenced.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
 if env_bool("SECURE_PROXY_SSL", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REFERRER_POLICY = "same-origin"

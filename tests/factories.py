@@ -5,7 +5,7 @@ import itertools
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
-from annotation.models import CandidatePair, Dataset, Study, Verdict
+from annotation.models import Assignment, CandidatePair, Dataset, Example, Study, Task, Verdict
 from annotation.roles import grant_role
 
 _counter = itertools.count(1)
@@ -99,3 +99,62 @@ def jsonl_bytes(rows: list[dict]) -> bytes:
     import json
 
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
+
+
+def make_example(pair: CandidatePair, *, task: str = Task.EQUIVALENCE, report_type: str = "") -> Example:
+    return Example.objects.create(study=pair.study, pair=pair, task=task, report_type=report_type)
+
+
+def make_assignment(example: Example, reader: AbstractBaseUser, *, slot: int = 1, **fields) -> Assignment:
+    return Assignment.objects.create(example=example, reader=reader, slot=slot, **fields)
+
+
+def make_reading_study(
+    *,
+    pairs: int = 2,
+    readers: int = 4,
+    adjudicators: int = 1,
+    adjudicator_subspecialty: str = "cardiothoracic",
+    keep_versions_apart: bool = True,
+    assign: bool = True,
+    slug: str | None = None,
+):
+    """A sampled study with enrolled readers and adjudicators, its examples assigned.
+
+    Returns (study, readers, adjudicators).
+    """
+    from annotation.models import MemberRole, Role, StudyMember
+    from annotation.services import assign_readers, sample_pairs
+
+    study = make_study(slug, keep_versions_apart=keep_versions_apart)
+    variations = list(study.variations.values_list("key", flat=True))
+    for i in range(pairs):
+        make_pair(study, study_id=str(52_000_000 + i), variation=variations[i % len(variations)])
+    sample_pairs(study, per_variation=pairs, seed=1)
+    reader_users = [make_user(Role.READER) for _ in range(readers)]
+    adjudicator_users = [
+        make_user(Role.ADJUDICATOR, subspecialty=adjudicator_subspecialty) for _ in range(adjudicators)
+    ]
+    for user in reader_users:
+        StudyMember.objects.create(study=study, user=user, role=MemberRole.READER)
+    for user in adjudicator_users:
+        StudyMember.objects.create(study=study, user=user, role=MemberRole.ADJUDICATOR)
+    if assign:
+        coordinator = make_user(Role.COORDINATOR)
+        assign_readers(study, actor=coordinator)
+    return study, reader_users, adjudicator_users
+
+
+def rate(assignment, rating: str, rationale: str = "A reason."):
+    """Submit a rating for an assignment through the service, as its reader."""
+    import uuid
+
+    from consensus.services import submit_annotation
+
+    return submit_annotation(
+        reader=assignment.reader,
+        assignment_id=assignment.public_id,
+        rating=rating,
+        rationale=rationale,
+        form_token=uuid.uuid4(),
+    )

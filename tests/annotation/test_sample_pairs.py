@@ -135,7 +135,7 @@ def test_it_refuses_to_resample_once_reading_has_started(db):
     sample_pairs(study, per_variation=2, seed=1)
     before = _sampled(study)
     example = Example.objects.filter(study=study).first()
-    Assignment.objects.create(example=example, reader=make_user(Role.READER))
+    Assignment.objects.create(example=example, reader=make_user(Role.READER), slot=1)
     with pytest.raises(SamplingRefused, match="Reading has started"):
         sample_pairs(study, per_variation=3, seed=9)
     assert _sampled(study) == before

@@ -48,7 +48,7 @@ def test_it_shows_form_errors_in_place(client, coordinator):
 def test_it_explains_a_refusal_in_place(client, coordinator):
     study = _study_with_candidates()
     sample_pairs(study, per_variation=1, seed=1)
-    Assignment.objects.create(example=Example.objects.first(), reader=make_user(Role.READER))
+    Assignment.objects.create(example=Example.objects.first(), reader=make_user(Role.READER), slot=1)
     client.force_login(coordinator)
     response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 2}, **HTMX)
     assert response.status_code == 422

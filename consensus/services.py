@@ -1,0 +1,520 @@
+"""From ratings to consensus: submitting, routing, adjudicating and voiding.
+
+Every workflow here runs in one transaction and takes row locks in one order: the study row
+(only when a whole study is worked on), then example rows in primary-key order. Every write
+to an example's assignments, annotations, adjudication or consensus happens under that
+example's lock, so two readers submitting the second read of one example at the same moment
+are serialized and exactly one of them routes the third read. Partial unique constraints
+hold the same rules in the database should anything slip past.
+"""
+
+import hashlib
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, OuterRef, Q
+from django.utils import timezone
+
+from annotation.models import (
+    RATINGS_WITHOUT_RATIONALE,
+    TASK_RATINGS,
+    THIRD_READ_SLOT,
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
+    Example,
+    ExampleState,
+    MemberRole,
+    Rating,
+    Role,
+    StudyMember,
+    Subspecialty,
+    Task,
+)
+from annotation.roles import ROLE_GROUP_NAMES
+from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+
+INITIAL_SLOTS = (1, 2)
+
+
+class SubmissionRefused(Exception):
+    """A rating cannot be stored. field names the form field at fault, if any."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class AlreadySubmitted(SubmissionRefused):
+    """The assignment was rated before (from another tab or device); ratings are final."""
+
+    def __init__(self, annotation: "Annotation | Adjudication") -> None:
+        super().__init__("This example was already rated. Ratings are final and cannot be changed.")
+        self.annotation = annotation
+
+
+class NotFound(Exception):
+    """No such open work for this user (never theirs, withdrawn, or finished)."""
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    annotation: Annotation
+    created: bool
+
+
+def tiebreak(*parts: object) -> int:
+    """A stable pseudo-random number from the given parts (for shuffles and tie-breaks)."""
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def validate_rating(task: str, rating: str, rationale: str, *, rationale_always_required: bool = False) -> str:
+    """The rationale to store, or SubmissionRefused naming the field."""
+    if rating not in TASK_RATINGS[task]:
+        labels = ", ".join(Rating(r).label for r in TASK_RATINGS[task])
+        raise SubmissionRefused(f"Choose one of: {labels}.", field="rating")
+    rationale = rationale.strip()
+    if not rationale and (rationale_always_required or rating not in RATINGS_WITHOUT_RATIONALE):
+        raise SubmissionRefused(
+            f"A rationale is required for {Rating(rating).label}: say what you found.", field="rationale"
+        )
+    return rationale
+
+
+def lock_example(example_pk: int) -> Example:
+    return Example.objects.select_for_update().select_related("study", "pair").get(pk=example_pk)
+
+
+def submit_annotation(
+    *,
+    reader: AbstractBaseUser,
+    assignment_id: uuid.UUID,
+    rating: str,
+    rationale: str,
+    form_token: uuid.UUID,
+) -> SubmitResult:
+    """Store a reader's rating of their own open assignment, then route the example.
+
+    The same form_token twice (a double click, a retry, concurrent requests) stores one
+    annotation and answers every call with it. Another submission of an assignment that is
+    already rated raises AlreadySubmitted.
+    """
+    with transaction.atomic():
+        found = Assignment.objects.filter(public_id=assignment_id, reader=reader).values_list("pk", "example_id")
+        if not found:
+            raise NotFound
+        assignment_pk, example_pk = found[0]
+        example = lock_example(example_pk)
+        previous = _annotation_for_token(form_token, assignment_pk)
+        if previous is not None:
+            return SubmitResult(previous, created=False)
+        assignment = Assignment.objects.get(pk=assignment_pk)
+        if assignment.status == AssignmentStatus.DONE:
+            raise AlreadySubmitted(assignment.annotation)
+        if assignment.status == AssignmentStatus.VOIDED:
+            raise NotFound
+        rationale = validate_rating(example.task, rating, rationale)
+        now = timezone.now()
+        duration = None
+        if assignment.first_shown_at is not None:
+            duration = max(0, int((now - assignment.first_shown_at).total_seconds() * 1000))
+        try:
+            with transaction.atomic():
+                annotation = Annotation.objects.create(
+                    assignment=assignment,
+                    example=example,
+                    reader=reader,
+                    task=example.task,
+                    rating=rating,
+                    rationale=rationale,
+                    form_token=form_token,
+                    report_a_type=assignment.report_a_type,
+                    duration_ms=duration,
+                )
+        except IntegrityError:
+            previous = _annotation_for_token(form_token, assignment_pk)
+            if previous is not None:
+                return SubmitResult(previous, created=False)
+            raise
+        Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.DONE)
+        AuditEvent.objects.record(
+            AuditAction.SUBMITTED,
+            study=example.study,
+            actor=reader,
+            example=example,
+            subject=reader,
+            after={"assignment": str(assignment.public_id), "slot": assignment.slot, "rating": rating},
+        )
+        route_example(example)
+    return SubmitResult(annotation, created=True)
+
+
+def _annotation_for_token(form_token: uuid.UUID, assignment_pk: int) -> Annotation | None:
+    previous = Annotation.objects.filter(form_token=form_token).first()
+    if previous is None:
+        return None
+    if previous.assignment_id != assignment_pk:
+        raise SubmissionRefused("This form was already used for another example. Reload the page.")
+    return previous
+
+
+def route_example(example: Example, *, actor: AbstractBaseUser | None = None, refill: bool = False) -> None:
+    """Move an example along the protocol after a change to its ratings. Caller holds its lock.
+
+    Two agreeing reads -> consensus (unanimous). Two disagreeing -> one more reader. Three with a
+    majority -> consensus (majority). Three all different -> one adjudicator, whose rating is
+    the consensus (adjudicated). With refill (after a void), free initial slots get readers too.
+    """
+    annotations = list(example.annotations.filter(voided_at__isnull=True).order_by("pk"))
+    ratings = [a.rating for a in annotations]
+    adjudication = example.adjudications.active().first()
+    count = len(ratings)
+
+    if count == 2 and ratings[0] == ratings[1]:
+        _decide(example, ratings[0], LabelSource.UNANIMOUS, count, actor=actor)
+        return
+    if count == 3:
+        (top, votes), *_ = Counter(ratings).most_common(1)
+        if votes >= 2:
+            _decide(example, top, LabelSource.MAJORITY, count, actor=actor)
+        elif adjudication is not None and adjudication.status == AdjudicationStatus.DONE:
+            _decide(example, adjudication.rating, LabelSource.ADJUDICATED, count, actor=actor)
+        else:
+            _set_state(example, ExampleState.ADJUDICATION)
+            if adjudication is None:
+                _route_adjudication(example, actor=actor)
+        return
+
+    if count == 2:
+        _set_state(example, ExampleState.THIRD_READ)
+        if not example.assignments.open().exists():
+            _route_reads(example, 1, action=AuditAction.THIRD_READ_ROUTED, actor=actor)
+        return
+
+    _set_state(example, ExampleState.WAITING)
+    if refill:
+        missing = 2 - count - example.assignments.open().count()
+        if missing > 0:
+            _route_reads(example, missing, action=AuditAction.ASSIGNED, actor=actor)
+
+
+def _set_state(example: Example, state: str, *, unrouted: bool | None = None) -> None:
+    fields = {"state": state}
+    if unrouted is not None:
+        fields["unrouted"] = unrouted
+    elif state in (ExampleState.CONSENSUS, ExampleState.WAITING):
+        fields["unrouted"] = False
+    changed = {k: v for k, v in fields.items() if getattr(example, k) != v}
+    if changed:
+        Example.objects.filter(pk=example.pk).update(**changed)
+        for key, value in changed.items():
+            setattr(example, key, value)
+
+
+def _decide(example: Example, rating: str, source: str, count: int, *, actor: AbstractBaseUser | None) -> None:
+    existing = ConsensusLabel.objects.filter(example=example).first()
+    if existing is None:
+        ConsensusLabel.objects.create(
+            example=example, task=example.task, rating=rating, label_source=source, n_annotations=count
+        )
+        AuditEvent.objects.record(
+            AuditAction.CONSENSUS,
+            study=example.study,
+            actor=actor,
+            example=example,
+            after={"rating": rating, "label_source": source, "n_annotations": count},
+        )
+    _set_state(example, ExampleState.CONSENSUS)
+    # Reads or an adjudication that are no longer needed leave the queues.
+    for assignment in example.assignments.open().select_related("reader"):
+        withdraw_open_assignment(example, assignment, actor=actor, reason="consensus reached")
+    for adjudication in example.adjudications.filter(status=AdjudicationStatus.OPEN):
+        Adjudication.objects.filter(pk=adjudication.pk).update(status=AdjudicationStatus.VOIDED)
+        AuditEvent.objects.record(
+            AuditAction.WITHDRAWN,
+            study=example.study,
+            actor=actor,
+            example=example,
+            subject=adjudication.adjudicator,
+            before={"adjudication": str(adjudication.public_id)},
+            after={"reason": "consensus reached"},
+        )
+
+
+def withdraw_open_assignment(
+    example: Example, assignment: Assignment, *, actor: AbstractBaseUser | None, reason: str
+) -> None:
+    """Take an unrated assignment out of a queue (it is deleted; the audit row keeps it). Caller holds the lock."""
+    AuditEvent.objects.record(
+        AuditAction.WITHDRAWN,
+        study=example.study,
+        actor=actor,
+        example=example,
+        subject=assignment.reader,
+        before={"assignment": str(assignment.public_id), "slot": assignment.slot},
+        after={"reason": reason},
+    )
+    assignment.delete()
+
+
+def _route_reads(example: Example, needed: int, *, action: str, actor: AbstractBaseUser | None) -> None:
+    """Give the example `needed` more readers, least loaded first; else mark it unrouted."""
+    taken = set(example.assignments.active().values_list("slot", flat=True))
+    free_slots = [slot for slot in (*INITIAL_SLOTS, THIRD_READ_SLOT) if slot not in taken]
+    if action == AuditAction.THIRD_READ_ROUTED and THIRD_READ_SLOT in free_slots:
+        free_slots.remove(THIRD_READ_SLOT)
+        free_slots.insert(0, THIRD_READ_SLOT)
+    readers = eligible_readers(example)[:needed]
+    for reader, slot in zip(readers, free_slots, strict=False):
+        assignment = Assignment.objects.create(
+            example=example,
+            reader=reader,
+            slot=slot,
+            queue_order=tiebreak(example.study.seed, "queue", reader.pk, example.public_id),
+        )
+        AuditEvent.objects.record(
+            action,
+            study=example.study,
+            actor=actor,
+            example=example,
+            subject=reader,
+            after={"assignment": str(assignment.public_id), "slot": slot},
+        )
+    if len(readers) < needed:
+        _mark_unrouted(example, actor=actor, missing="reader")
+    else:
+        _set_state(example, example.state, unrouted=False)
+
+
+def _mark_unrouted(example: Example, *, actor: AbstractBaseUser | None, missing: str) -> None:
+    if not example.unrouted:
+        AuditEvent.objects.record(
+            AuditAction.UNROUTED,
+            study=example.study,
+            actor=actor,
+            example=example,
+            after={"waiting_for": missing},
+        )
+    _set_state(example, example.state, unrouted=True)
+
+
+def eligible_readers(example: Example) -> list[AbstractBaseUser]:
+    """Readers of the study who may read this example now, best first.
+
+    Never one who has (or had) an assignment on it. Least loaded (open assignments in the
+    study) first; for Task 1, when the study keeps versions apart, readers who have not seen the
+    other version of the pair come before those who have. One query.
+    """
+    study = example.study
+    members = (
+        StudyMember.objects.filter(
+            study=study,
+            role=MemberRole.READER,
+            active=True,
+            user__is_active=True,
+            user__groups__name=ROLE_GROUP_NAMES[Role.READER],
+        )
+        .exclude(Exists(Assignment.objects.filter(example=example, reader=OuterRef("user_id"))))
+        .annotate(
+            load=Count(
+                "user__assignments",
+                filter=Q(user__assignments__status=AssignmentStatus.OPEN, user__assignments__example__study=study),
+            ),
+            has_sibling=Exists(
+                Assignment.objects.filter(
+                    reader=OuterRef("user_id"), example__pair_id=example.pair_id, example__task=Task.REALISM
+                )
+                .exclude(example=example)
+                .filter(Q(status__in=[AssignmentStatus.OPEN, AssignmentStatus.DONE]))
+            ),
+        )
+        .select_related("user")
+    )
+    keep_apart = study.keep_versions_apart and example.task == Task.REALISM
+    ranked = sorted(
+        members,
+        key=lambda m: (
+            keep_apart and m.has_sibling,
+            m.load,
+            tiebreak(study.seed, "route", example.public_id, m.user_id),
+        ),
+    )
+    return [m.user for m in ranked]
+
+
+def eligible_adjudicators(example: Example) -> list[AbstractBaseUser]:
+    """Adjudicators who read none of the example's reports, cardiothoracic first, then least loaded."""
+    study = example.study
+    members = (
+        StudyMember.objects.filter(
+            study=study,
+            role=MemberRole.ADJUDICATOR,
+            active=True,
+            user__is_active=True,
+            user__groups__name=ROLE_GROUP_NAMES[Role.ADJUDICATOR],
+        )
+        .exclude(Exists(Assignment.objects.filter(example=example, reader=OuterRef("user_id"))))
+        .exclude(Exists(Adjudication.objects.filter(example=example, adjudicator=OuterRef("user_id"))))
+        .annotate(
+            load=Count(
+                "user__adjudications",
+                filter=Q(
+                    user__adjudications__status=AdjudicationStatus.OPEN,
+                    user__adjudications__example__study=study,
+                ),
+            )
+        )
+        .select_related("user", "user__reader_profile")
+    )
+    ranked = sorted(
+        members,
+        key=lambda m: (
+            getattr(getattr(m.user, "reader_profile", None), "subspecialty", None) != Subspecialty.CARDIOTHORACIC,
+            m.load,
+            tiebreak(study.seed, "adjudicate", example.public_id, m.user_id),
+        ),
+    )
+    return [m.user for m in ranked]
+
+
+def _route_adjudication(example: Example, *, actor: AbstractBaseUser | None) -> None:
+    candidates = eligible_adjudicators(example)
+    if not candidates:
+        _mark_unrouted(example, actor=actor, missing="adjudicator")
+        return
+    adjudicator = candidates[0]
+    adjudication = Adjudication.objects.create(example=example, adjudicator=adjudicator, task=example.task)
+    AuditEvent.objects.record(
+        AuditAction.ADJUDICATION_ROUTED,
+        study=example.study,
+        actor=actor,
+        example=example,
+        subject=adjudicator,
+        after={"adjudication": str(adjudication.public_id)},
+    )
+    _set_state(example, example.state, unrouted=False)
+
+
+def route_unrouted(study_pk: int, *, actor: AbstractBaseUser | None = None) -> int:
+    """Try again to route every example waiting for an eligible person. Returns how many left the list."""
+    routed = 0
+    for example_pk in (
+        Example.objects.filter(study_id=study_pk, unrouted=True).order_by("pk").values_list("pk", flat=True)
+    ):
+        with transaction.atomic():
+            example = lock_example(example_pk)
+            if not example.unrouted:
+                continue
+            route_example(example, actor=actor, refill=True)
+            routed += not example.unrouted
+    return routed
+
+
+def submit_adjudication(
+    *,
+    adjudicator: AbstractBaseUser,
+    adjudication_id: uuid.UUID,
+    rating: str,
+    rationale: str,
+    form_token: uuid.UUID,
+) -> Adjudication:
+    """Store the adjudicator's final rating (a rationale is always required) -> consensus."""
+    with transaction.atomic():
+        found = Adjudication.objects.filter(public_id=adjudication_id, adjudicator=adjudicator).values_list(
+            "pk", "example_id"
+        )
+        if not found:
+            raise NotFound
+        adjudication_pk, example_pk = found[0]
+        example = lock_example(example_pk)
+        adjudication = Adjudication.objects.get(pk=adjudication_pk)
+        if adjudication.form_token == form_token:
+            return adjudication
+        if adjudication.status == AdjudicationStatus.DONE:
+            raise AlreadySubmitted(adjudication)
+        if adjudication.status != AdjudicationStatus.OPEN:
+            raise NotFound
+        rationale = validate_rating(example.task, rating, rationale, rationale_always_required=True)
+        adjudication.rating = rating
+        adjudication.rationale = rationale
+        adjudication.form_token = form_token
+        adjudication.status = AdjudicationStatus.DONE
+        adjudication.decided_at = timezone.now()
+        adjudication.save(update_fields=["rating", "rationale", "form_token", "status", "decided_at"])
+        AuditEvent.objects.record(
+            AuditAction.ADJUDICATED,
+            study=example.study,
+            actor=adjudicator,
+            example=example,
+            subject=adjudicator,
+            after={"adjudication": str(adjudication.public_id), "rating": rating},
+        )
+        route_example(example)
+    return adjudication
+
+
+def void_annotation(annotation_id: uuid.UUID, *, actor: AbstractBaseUser, reason: str) -> Annotation:
+    """Void a stored rating (coordinators only, with a reason). The example re-opens and is routed again.
+
+    The reader who gave the voided rating never gets the example again.
+    """
+    reason = reason.strip()
+    if not reason:
+        raise SubmissionRefused("Give a reason for voiding this rating.", field="reason")
+    with transaction.atomic():
+        found = Annotation.objects.filter(public_id=annotation_id).values_list("pk", "example_id")
+        if not found:
+            raise NotFound
+        annotation_pk, example_pk = found[0]
+        example = lock_example(example_pk)
+        annotation = Annotation.objects.select_related("assignment", "reader").get(pk=annotation_pk)
+        if annotation.is_voided:
+            raise SubmissionRefused("This rating was already voided.")
+        annotation.voided_at = timezone.now()
+        annotation.voided_by = actor
+        annotation.void_reason = reason
+        annotation.save(update_fields=["voided_at", "voided_by", "void_reason"])
+        Assignment.objects.filter(pk=annotation.assignment_id).update(status=AssignmentStatus.VOIDED)
+        AuditEvent.objects.record(
+            AuditAction.VOIDED,
+            study=example.study,
+            actor=actor,
+            example=example,
+            subject=annotation.reader,
+            before={"annotation": str(annotation.public_id), "rating": annotation.rating},
+            after={"reason": reason},
+        )
+        consensus = ConsensusLabel.objects.filter(example=example).first()
+        if consensus is not None:
+            AuditEvent.objects.record(
+                AuditAction.CONSENSUS_WITHDRAWN,
+                study=example.study,
+                actor=actor,
+                example=example,
+                before={"rating": consensus.rating, "label_source": consensus.label_source},
+            )
+            consensus.delete()
+        for adjudication in example.adjudications.active().select_related("adjudicator"):
+            Adjudication.objects.filter(pk=adjudication.pk).update(status=AdjudicationStatus.VOIDED)
+            AuditEvent.objects.record(
+                AuditAction.WITHDRAWN,
+                study=example.study,
+                actor=actor,
+                example=example,
+                subject=adjudication.adjudicator,
+                before={"adjudication": str(adjudication.public_id), "rating": adjudication.rating},
+                after={"reason": "a rating it rested on was voided"},
+            )
+        # A third read that was routed for a disagreement that no longer exists leaves the queue.
+        remaining = example.annotations.filter(voided_at__isnull=True).count()
+        if remaining < 2:
+            for assignment in example.assignments.open().filter(slot=THIRD_READ_SLOT).select_related("reader"):
+                withdraw_open_assignment(example, assignment, actor=actor, reason="its disagreement was voided")
+        route_example(example, actor=actor, refill=True)
+    return annotation

@@ -1,0 +1,241 @@
+"""Who may call what under /api/: the whole matrix, token authentication and default deny."""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import resolve
+from rest_framework.authtoken.models import Token
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.test import APIRequestFactory, force_authenticate
+from rest_framework.views import APIView
+
+from annotation.models import CandidatePair, Role, Study
+from annotation.permissions import DenyAll
+from config.urls import router
+from tests.factories import csv_bytes, csv_row, make_pair, make_study, make_user
+
+USER_KINDS: dict[str, Callable] = {
+    "anonymous": lambda: None,
+    "reader": lambda: make_user(Role.READER),
+    "adjudicator": lambda: make_user(Role.ADJUDICATOR),
+    "coordinator": lambda: make_user(Role.COORDINATOR),
+    "data manager": lambda: make_user(Role.DATA_MANAGER),
+    "user with no role": lambda: make_user(),
+    "inactive coordinator": lambda: make_user(Role.COORDINATOR, is_active=False),
+    "superuser": lambda: make_user(is_superuser=True),
+}
+COORDINATORS = {"coordinator", "superuser"}
+LOGGED_IN = set(USER_KINDS) - {"anonymous", "inactive coordinator"}  # an inactive user's session is anonymous
+NOBODY: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url_name: str
+    method: str
+    path: str
+    allowed: set[str]
+    status: int = 200
+    data: Callable[[], dict] = field(default=dict)
+    content_type: str | None = "application/json"
+
+
+def _import_file() -> dict:
+    return {"file": SimpleUploadedFile("pairs.csv", csv_bytes([csv_row()]), content_type="text/csv")}
+
+
+ENDPOINTS = [
+    Endpoint("study-list", "get", "/api/studies/", COORDINATORS),
+    Endpoint("study-list", "post", "/api/studies/", COORDINATORS, 201, lambda: {"slug": "new-study", "name": "New"}),
+    Endpoint("study-detail", "get", "/api/studies/s1/", COORDINATORS),
+    Endpoint("study-imports", "post", "/api/studies/s1/imports/", COORDINATORS, 201, _import_file, None),
+    Endpoint("study-sample", "post", "/api/studies/s1/sample/", COORDINATORS, 200, lambda: {"per_variation": 1}),
+    Endpoint("study-summary", "get", "/api/studies/s1/summary/", COORDINATORS),
+    Endpoint("study-pairs", "get", "/api/studies/s1/pairs/", COORDINATORS),
+    Endpoint("dataset-list", "get", "/api/datasets/", COORDINATORS),
+    Endpoint("dataset-detail", "get", "/api/datasets/mimic-cxr/", COORDINATORS),
+    Endpoint("schema", "get", "/api/schema/", LOGGED_IN),
+    Endpoint("api_docs", "get", "/api/docs/", LOGGED_IN),
+    Endpoint("api_docs", "get", "/api/docs/?script=", LOGGED_IN),
+    # The router's index view names no permission, so the default (deny) applies to it.
+    Endpoint("api-root", "get", "/api/", NOBODY),
+]
+
+
+def _call(client: Client, endpoint: Endpoint):
+    request = getattr(client, endpoint.method)
+    if endpoint.content_type is None:
+        return request(endpoint.path, endpoint.data())
+    return request(endpoint.path, endpoint.data(), content_type=endpoint.content_type)
+
+
+def _state() -> tuple:
+    return (Study.objects.count(), CandidatePair.objects.count(), CandidatePair.objects.filter(sampled=True).count())
+
+
+@pytest.fixture
+def api_study(db):
+    study = make_study("s1")
+    make_pair(study)
+    return study
+
+
+@pytest.mark.parametrize("kind", USER_KINDS)
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=lambda e: f"{e.method.upper()} {e.path}")
+def test_the_permission_matrix_holds(client, api_study, endpoint, kind):
+    user = USER_KINDS[kind]()
+    if user is not None:
+        client.force_login(user)
+    before = _state()
+
+    response = _call(client, endpoint)
+
+    if kind in endpoint.allowed:
+        assert response.status_code == endpoint.status, response.content
+    else:
+        # Session authentication comes first and sends no WWW-Authenticate challenge, so DRF
+        # answers 403 (never 401) to anonymous requests too.
+        assert response.status_code == 403, response.content
+        assert _state() == before
+
+
+def test_the_matrix_covers_every_api_route():
+    routes = {pattern.name for pattern in router.urls} | {"schema", "api_docs"}
+    assert {endpoint.url_name for endpoint in ENDPOINTS} == routes
+    for endpoint in ENDPOINTS:
+        assert resolve(endpoint.path.split("?")[0]).url_name == endpoint.url_name
+
+
+def _token_client(user) -> Client:
+    token = Token.objects.create(user=user)
+    return Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+
+
+def test_it_accepts_a_coordinators_token(api_study):
+    client = _token_client(make_user(Role.COORDINATOR))
+
+    assert client.get("/api/studies/").status_code == 200
+    response = client.post("/api/studies/", {"slug": "by-token", "name": "By token"}, content_type="application/json")
+    assert response.status_code == 201
+    assert Study.objects.filter(slug="by-token").exists()
+
+
+def test_it_refuses_a_readers_token(api_study):
+    client = _token_client(make_user(Role.READER))
+
+    assert client.get("/api/studies/").status_code == 403
+    response = client.post("/api/studies/s1/sample/", {"per_variation": 1}, content_type="application/json")
+    assert response.status_code == 403
+    assert not CandidatePair.objects.filter(sampled=True).exists()
+
+
+def test_it_refuses_an_inactive_coordinators_token(api_study):
+    client = _token_client(make_user(Role.COORDINATOR, is_active=False))
+
+    assert client.get("/api/studies/").status_code == 403
+
+
+def test_it_refuses_an_unknown_token(api_study):
+    client = Client(HTTP_AUTHORIZATION="Token " + "0" * 40)
+
+    assert client.get("/api/studies/").status_code == 403
+
+
+def test_it_requires_a_csrf_token_for_session_posts(api_study):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user(Role.COORDINATOR))
+
+    response = client.post("/api/studies/", {"slug": "no-csrf", "name": "No CSRF"}, content_type="application/json")
+
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["detail"]
+    assert not Study.objects.filter(slug="no-csrf").exists()
+
+
+def test_the_default_permission_is_deny_all():
+    default = api_settings.DEFAULT_PERMISSION_CLASSES
+
+    assert default == [DenyAll]
+
+
+def test_deny_all_refuses_a_superuser(db):
+    request = APIRequestFactory().get("/")
+    request.user = make_user(is_superuser=True, is_staff=True)
+
+    assert DenyAll().has_permission(request, APIView()) is False
+
+
+def test_a_view_without_permission_classes_is_refused_even_to_a_superuser(db):
+    class Unconfigured(APIView):
+        def get(self, request):
+            return Response({"secret": True})
+
+    request = APIRequestFactory().get("/unconfigured/")
+    force_authenticate(request, user=make_user(is_superuser=True, is_staff=True))
+
+    response = Unconfigured.as_view()(request)
+
+    assert response.status_code == 403
+    assert "secret" not in response.data
+
+
+@pytest.mark.parametrize(
+    "request_kwargs",
+    [{"data": {"format": "json"}}, {"HTTP_ACCEPT": "application/vnd.oai.openapi+json"}],
+    ids=["format-parameter", "accept-header"],
+)
+def test_the_schema_lists_the_import_and_sample_endpoints(client, coordinator, request_kwargs):
+    client.force_login(coordinator)
+
+    response = client.get("/api/schema/", **request_kwargs)
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/vnd.oai.openapi+json")
+    paths = response.json()["paths"]
+    assert "post" in paths["/api/studies/{slug}/imports/"]
+    assert "multipart/form-data" in paths["/api/studies/{slug}/imports/"]["post"]["requestBody"]["content"]
+    assert "post" in paths["/api/studies/{slug}/sample/"]
+
+
+def test_the_docs_load_every_asset_from_static(client, coordinator):
+    client.force_login(coordinator)
+
+    response = client.get("/api/docs/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "cdn" not in html.lower()
+    assert "//" not in re.sub(r"<!DOCTYPE[^>]*>", "", html)  # no absolute or protocol-relative URL
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert assets
+    for url in assets:
+        assert url.startswith(("/static/", "/api/docs/")), url
+        assert client.get(url).status_code == 200, url
+
+
+def test_the_docs_have_no_inline_script(client, coordinator):
+    # The CSP allows scripts from 'self' only: the Swagger UI set-up must come from a URL.
+    client.force_login(coordinator)
+
+    response = client.get("/api/docs/")
+
+    scripts = re.findall(r"<script([^>]*)>", response.content.decode())
+    assert scripts
+    assert all("src=" in attributes for attributes in scripts)
+    assert "script-src 'self'" in response["Content-Security-Policy"]
+
+
+def test_the_docs_script_points_at_the_local_schema(client, coordinator):
+    client.force_login(coordinator)
+
+    response = client.get("/api/docs/", {"script": ""})
+
+    assert response.status_code == 200
+    script = response.content.decode()
+    assert "/api/schema/" in script
+    assert "://" not in script

@@ -1,0 +1,161 @@
+"""Settings come from the environment and fail loudly; the deployment settings pass Django's checks."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management.utils import get_random_secret_key
+from django.db import connection
+from django.utils.csp import CSP
+
+from config.settings import _database_from_url
+
+REPO = Path(__file__).resolve().parents[2]
+# Only what Python itself needs: none of the variables the settings read leaks in from the test run.
+PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
+
+
+def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {name: os.environ[name] for name in PASSTHROUGH if name in os.environ}
+    environment.update(env, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(  # noqa: S603
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def database_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'db.sqlite3'}"
+
+
+@pytest.mark.parametrize("debug", [None, "0", "off"])
+def test_it_refuses_to_start_without_a_secret_key_unless_debug(database_url, debug):
+    env = {"DATABASE_URL": database_url} | ({"DEBUG": debug} if debug is not None else {})
+
+    result = _manage("check", **env)
+
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY is not set" in result.stderr
+
+
+def test_it_starts_without_a_secret_key_in_debug_mode(database_url):
+    result = _manage("check", DEBUG="1", DATABASE_URL=database_url)
+
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_the_deploy_check_is_clean_for_production_settings(database_url):
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DEBUG="0",
+        SECRET_KEY=get_random_secret_key(),
+        ALLOWED_HOSTS="readingroom.example.org",
+        DATABASE_URL=database_url,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+    assert "WARNING" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("DEBUG", "maybe"), ("SECURE_PROXY_SSL", "sometimes"), ("AXES_FAILURE_LIMIT", "five")],
+)
+def test_it_refuses_a_malformed_value_naming_the_variable(database_url, name, value):
+    result = _manage("check", **{"DEBUG": "1", "DATABASE_URL": database_url, name: value})
+
+    assert result.returncode != 0
+    assert f"ImproperlyConfigured: {name}={value!r} is not a" in result.stderr
+
+
+def test_the_default_database_is_the_sqlite_file_in_the_project():
+    code = "from django.conf import settings; d = settings.DATABASES['default']; print(d['ENGINE']); print(d['NAME'])"
+
+    result = _manage("shell", "--no-imports", "-c", code, DEBUG="1")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["django.db.backends.sqlite3", str(REPO / "db.sqlite3")]
+
+
+def test_a_sqlite_url_waits_for_writers_instead_of_failing(tmp_path):
+    config = _database_from_url(f"sqlite:///{tmp_path / 'x.sqlite3'}")
+
+    assert config["ENGINE"] == "django.db.backends.sqlite3"
+    assert config["NAME"] == str(tmp_path / "x.sqlite3")
+    assert config["OPTIONS"] == {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql"])
+def test_a_postgres_url_gets_a_connection_pool(monkeypatch, scheme):
+    for name in ("DATABASE_POOL_MIN_SIZE", "DATABASE_POOL_MAX_SIZE", "DATABASE_POOL_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+
+    config = _database_from_url(f"{scheme}://rr:secret@db.internal:6543/readingroom")
+
+    assert config["ENGINE"] == "django.db.backends.postgresql"
+    assert (config["NAME"], config["USER"], config["PASSWORD"]) == ("readingroom", "rr", "secret")
+    assert (config["HOST"], config["PORT"]) == ("db.internal", 6543)
+    # Django refuses a pool with persistent connections.
+    assert config["CONN_MAX_AGE"] == 0
+    assert config["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 10, "timeout": 10}
+
+
+def test_the_pool_size_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("DATABASE_POOL_MIN_SIZE", "4")
+    monkeypatch.setenv("DATABASE_POOL_MAX_SIZE", "40")
+
+    config = _database_from_url("postgres://postgres@127.0.0.1:5432/readingroom")
+
+    assert config["OPTIONS"]["pool"]["min_size"] == 4
+    assert config["OPTIONS"]["pool"]["max_size"] == 40
+
+
+@pytest.mark.postgres
+def test_the_running_postgres_database_uses_the_pool(db):
+    assert "pool" in connection.settings_dict["OPTIONS"]
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0
+
+
+def test_the_settings_enforce_a_strict_content_security_policy():
+    policy = settings.SECURE_CSP
+
+    assert policy["script-src"] == [CSP.SELF]
+    assert policy["default-src"] == [CSP.SELF]
+    assert policy["object-src"] == [CSP.NONE]
+    assert policy["frame-ancestors"] == [CSP.NONE]
+    for directive, sources in policy.items():
+        for source in sources:
+            assert "unsafe" not in source, directive
+            assert "://" not in source, directive
+    assert not getattr(settings, "SECURE_CSP_REPORT_ONLY", None)
+
+
+def test_a_served_page_carries_the_enforced_policy(client, db):
+    response = client.get("/accounts/login/")
+
+    assert response.status_code == 200
+    header = response["Content-Security-Policy"]
+    assert "script-src 'self'" in header
+    assert "default-src 'self'" in header
+    assert "unsafe" not in header
+    assert "Content-Security-Policy-Report-Only" not in response.headers
+    # Nothing on the page that the policy would block.
+    html = response.content.decode()
+    assert all("src=" in attributes for attributes in re.findall(r"<script([^>]*)>", html))
+    assert "<style" not in html
+    assert " style=" not in html

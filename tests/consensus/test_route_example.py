@@ -1,0 +1,210 @@
+import uuid
+
+import pytest
+
+from annotation.models import (
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
+    Example,
+    ExampleState,
+    MemberRole,
+    Rating,
+    Role,
+    Task,
+)
+from annotation.services import add_study_member
+from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+from consensus.services import submit_adjudication
+from tests.factories import make_reading_study, make_user, rate
+
+pytestmark = pytest.mark.django_db
+
+REALISTIC, MINOR, MAJOR = Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES
+
+
+def _task1_example(study) -> Example:
+    return Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
+
+
+def _initial(example) -> list[Assignment]:
+    return list(example.assignments.filter(slot__in=[1, 2]).order_by("slot"))
+
+
+def _third(example) -> Assignment:
+    return example.assignments.active().get(slot=3)
+
+
+def test_two_agreeing_reads_reach_unanimous_consensus(db):
+    study, _, _ = make_reading_study()
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    example.refresh_from_db()
+    assert example.state == ExampleState.WAITING
+    rate(second, REALISTIC, "")
+    example.refresh_from_db()
+    assert example.state == ExampleState.CONSENSUS
+    consensus = ConsensusLabel.objects.get(example=example)
+    assert (consensus.rating, consensus.label_source, consensus.n_annotations) == (REALISTIC, LabelSource.UNANIMOUS, 2)
+    assert not example.assignments.filter(slot=3).exists()
+
+
+def test_a_disagreement_brings_exactly_one_third_reader(db):
+    study, _readers, _ = make_reading_study()
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    example.refresh_from_db()
+    assert example.state == ExampleState.THIRD_READ
+    third = _third(example)
+    assert third.reader_id not in {first.reader_id, second.reader_id}
+    assert third.status == AssignmentStatus.OPEN
+    assert AuditEvent.objects.filter(example=example, action=AuditAction.THIRD_READ_ROUTED).count() == 1
+
+
+def test_the_third_reader_is_the_least_loaded_eligible_one(db):
+    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    sibling_readers = set(
+        Assignment.objects.filter(example__pair=example.pair, example__task=Task.REALISM)
+        .exclude(example=example)
+        .values_list("reader_id", flat=True)
+    )
+    rate(first, REALISTIC, "")
+    rate(second, MAJOR)
+    third = _third(Example.objects.get(pk=example.pk))
+    # Versions are kept apart where possible: the one reader who has neither version gets it.
+    others = {r.pk for r in readers} - {first.reader_id, second.reader_id} - sibling_readers
+    assert others, "the fixture should leave one reader free"
+    assert third.reader_id in others
+
+
+def test_a_majority_of_three_is_the_consensus(db):
+    study, _, _ = make_reading_study()
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    rate(_third(example), MINOR)
+    consensus = ConsensusLabel.objects.get(example=example)
+    assert (consensus.rating, consensus.label_source, consensus.n_annotations) == (MINOR, LabelSource.MAJORITY, 3)
+    assert not Adjudication.objects.filter(example=example).exists()
+
+
+def test_a_three_way_split_goes_to_exactly_one_adjudicator(db):
+    study, _, adjudicators = make_reading_study(adjudicators=2)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    rate(_third(example), MAJOR)
+    example.refresh_from_db()
+    assert example.state == ExampleState.ADJUDICATION
+    adjudication = Adjudication.objects.get(example=example)
+    assert adjudication.status == AdjudicationStatus.OPEN
+    assert adjudication.adjudicator in adjudicators
+    assert not ConsensusLabel.objects.filter(example=example).exists()
+
+
+def test_the_adjudicator_is_never_one_of_the_three_readers(db):
+    # The only adjudicator also reads; when they read the example, nobody is eligible.
+    study, readers, _ = make_reading_study(readers=4, adjudicators=0, pairs=1)
+    both = readers[0]
+    both.groups.add(*make_user(Role.ADJUDICATOR).groups.all())
+    add_study_member(study, both, MemberRole.ADJUDICATOR, actor=make_user(Role.COORDINATOR))
+    example = Example.objects.filter(study=study, assignments__reader=both).first()
+    assignments = _initial(example)
+    for assignment, rating in zip(assignments, [REALISTIC, MINOR], strict=True):
+        rate(assignment, rating, "" if rating == REALISTIC else "why")
+    example.refresh_from_db()
+    rate(_third(example), MAJOR)
+    example.refresh_from_db()
+    assert example.state == ExampleState.ADJUDICATION
+    assert example.unrouted
+    assert not Adjudication.objects.filter(example=example).exists()
+
+
+def test_cardiothoracic_adjudicators_are_preferred(db):
+    study, _, _ = make_reading_study(adjudicators=3, adjudicator_subspecialty="general")
+    cardiothoracic = make_user(Role.ADJUDICATOR, subspecialty="cardiothoracic")
+    add_study_member(study, cardiothoracic, MemberRole.ADJUDICATOR, actor=make_user(Role.COORDINATOR))
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    rate(_third(example), MAJOR)
+    assert Adjudication.objects.get(example=example).adjudicator == cardiothoracic
+
+
+def test_the_adjudication_becomes_the_consensus(db):
+    study, _, _adjudicators = make_reading_study()
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    rate(_third(example), MAJOR)
+    adjudication = Adjudication.objects.get(example=example)
+    submit_adjudication(
+        adjudicator=adjudication.adjudicator,
+        adjudication_id=adjudication.public_id,
+        rating=MINOR,
+        rationale="Phrasing is unusual but correct.",
+        form_token=uuid.uuid4(),
+    )
+    consensus = ConsensusLabel.objects.get(example=example)
+    assert (consensus.rating, consensus.label_source, consensus.n_annotations) == (
+        MINOR,
+        LabelSource.ADJUDICATED,
+        3,
+    )
+    example.refresh_from_db()
+    assert example.state == ExampleState.CONSENSUS
+
+
+def test_an_example_without_an_eligible_third_reader_waits_until_one_is_added(db):
+    study, _readers, _ = make_reading_study(readers=2, pairs=1, keep_versions_apart=False)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    example.refresh_from_db()
+    assert example.state == ExampleState.THIRD_READ
+    assert example.unrouted
+    assert not example.assignments.filter(slot=3).exists()
+
+    newcomer = make_user(Role.READER)
+    add_study_member(study, newcomer, MemberRole.READER, actor=make_user(Role.COORDINATOR))
+    example.refresh_from_db()
+    assert not example.unrouted
+    assert _third(example).reader == newcomer
+
+
+def test_an_example_without_an_adjudicator_waits_until_one_is_added(db):
+    study, _, _ = make_reading_study(adjudicators=0)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    rate(_third(example), MAJOR)
+    example.refresh_from_db()
+    assert example.unrouted
+    adjudicator = make_user(Role.ADJUDICATOR)
+    add_study_member(study, adjudicator, MemberRole.ADJUDICATOR, actor=make_user(Role.COORDINATOR))
+    example.refresh_from_db()
+    assert not example.unrouted
+    assert Adjudication.objects.get(example=example).adjudicator == adjudicator
+
+
+def test_task_2_follows_the_same_rules(db):
+    study, _, _ = make_reading_study()
+    example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).first()
+    first, second = _initial(example)
+    rate(first, Rating.EQUIVALENT, "")
+    rate(second, Rating.MAJOR_DISCREPANCY)
+    rate(_third(example), Rating.EQUIVALENT, "")
+    consensus = ConsensusLabel.objects.get(example=example)
+    assert (consensus.rating, consensus.label_source) == (Rating.EQUIVALENT, LabelSource.MAJORITY)
