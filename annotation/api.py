@@ -73,8 +73,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
         return Response(report.as_dict())
 
-    @extend_schema(responses={200: serializers.CandidatePairSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @extend_schema(responses={200: serializers.SummaryRowSerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=None)
     def summary(self, request: Request, slug: str | None = None) -> Response:
         """Candidates by verdict and sampled pairs, per (dataset, variation)."""
         return Response(self.get_object().candidate_summary())

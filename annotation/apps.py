@@ -2,10 +2,13 @@ from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
 
-def _create_role_groups(sender: AppConfig, **kwargs) -> None:
+def _create_role_groups_and_datasets(sender: AppConfig, **kwargs) -> None:
+    # Also after a test database flush (which empties tables that migrations filled).
+    from annotation import builtin_datasets
     from annotation.roles import ensure_role_groups
 
     ensure_role_groups()
+    builtin_datasets.ensure(sender.get_model("Dataset"))
 
 
 class AnnotationConfig(AppConfig):
@@ -13,4 +16,4 @@ class AnnotationConfig(AppConfig):
     verbose_name = "Studies and reading"
 
     def ready(self) -> None:
-        post_migrate.connect(_create_role_groups, sender=self)
+        post_migrate.connect(_create_role_groups_and_datasets, sender=self)

@@ -65,6 +65,17 @@ class CandidatePairSerializer(serializers.ModelSerializer):
         ]
 
 
+class SummaryRowSerializer(serializers.Serializer):
+    """One (dataset, variation) row of Study.candidate_summary()."""
+
+    dataset = serializers.CharField()
+    variation = serializers.CharField()
+    position = serializers.IntegerField()
+    total = serializers.IntegerField()
+    sampled = serializers.IntegerField()
+    verdicts = serializers.DictField(child=serializers.IntegerField())
+
+
 class ImportRequestSerializer(serializers.Serializer):
     # An empty file is the import's own problem, reported in the documented {"errors": [...]} form.
     file = serializers.FileField(allow_empty_file=True)

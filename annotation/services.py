@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from annotation import importing
@@ -55,7 +56,7 @@ class ImportReport:
             return f"Nothing to import: all {self.rows} pairs in the file are already stored, unchanged."
         verb = "Would import" if self.dry_run else "Imported"
         unchanged = f"; {self.unchanged} already stored, unchanged" if self.unchanged else ""
-        return f"{verb} {self.created} new pairs{unchanged}."
+        return f"{verb} {self.created} new pair{pluralize(self.created)}{unchanged}."
 
     def as_dict(self) -> dict:
         return {
@@ -108,6 +109,9 @@ def import_pairs(
         raise ImportRejected(problems)
 
     with transaction.atomic():
+        # One import per study at a time: a concurrent import of the same new pairs waits, then
+        # finds them stored, instead of failing on the unique constraint.
+        Study.objects.select_for_update().filter(pk=study.pk).exists()
         stored = {
             (p.dataset_id, p.source_study_id, p.variation_id): p
             for p in CandidatePair.objects.filter(study=study).only(
@@ -435,7 +439,12 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
                     task_load[(reader_pk, task)] += 1
                     total_load[reader_pk] += 1
 
-        examples.sort(key=lambda e: tiebreak(study.seed, "assign-order", e[3]))
+        # The two Task 1 versions of a pair are filled one right after the other, so their four reads
+        # go to the four least-loaded readers. Filled at different times, the second version may find
+        # only busier readers left (the first version's readers are kept apart) and counts drift by 2+.
+        examples.sort(
+            key=lambda e: (tiebreak(study.seed, "assign-order", f"pair-{e[1]}" if e[2] == Task.REALISM else e[3]), e[3])
+        )
         report = AssignReport()
         new: list[Assignment] = []
         for example_pk, pair_pk, task, public_id in examples:

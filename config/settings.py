@@ -130,6 +130,11 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
+# Behind a reverse proxy, count it so that the client's address (not the proxy's) is locked out.
+AXES_IPWARE_PROXY_COUNT = env_int("AXES_PROXY_COUNT", 0) or None
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if AXES_IPWARE_PROXY_COUNT else ["REMOTE_ADDR"]
+)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -210,6 +215,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One schema name per choice set, whatever the field that uses it is called.
+    "ENUM_NAME_OVERRIDES": {
+        "TaskEnum": "annotation.models.Task",
+        "MemberRoleEnum": "annotation.models.MemberRole",
+    },
 }
 
 LOGGING = {

@@ -12,3 +12,7 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 SECURE_SSL_REDIRECT = False
 LOGGING["root"]["level"] = "WARNING"  # noqa: F405
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    # Test data is thrown away: no need to wait for each commit to reach the disk.
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c synchronous_commit=off"  # noqa: F405

@@ -5,10 +5,50 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from annotation import api as annotation_api
+from consensus import api as consensus_api
 
 router = DefaultRouter()
 router.register("studies", annotation_api.StudyViewSet, basename="study")
 router.register("datasets", annotation_api.DatasetViewSet, basename="dataset")
+
+# The coordinator's API (consensus routing): plain views, named api_<what>.
+coordination_api = [
+    path("studies/<slug:slug>/progress/", consensus_api.StudyProgressView.as_view(), name="api_study_progress"),
+    path("studies/<slug:slug>/workload/", consensus_api.StudyWorkloadView.as_view(), name="api_study_workload"),
+    path("studies/<slug:slug>/unrouted/", consensus_api.StudyUnroutedView.as_view(), name="api_study_unrouted"),
+    path(
+        "studies/<slug:slug>/examples/<uuid:example_id>/",
+        consensus_api.ExampleDetailView.as_view(),
+        name="api_example_detail",
+    ),
+    path(
+        "studies/<slug:slug>/readers/<str:username>/",
+        consensus_api.ReaderDetailView.as_view(),
+        name="api_reader_detail",
+    ),
+    path("studies/<slug:slug>/assign/", consensus_api.StudyAssignView.as_view(), name="api_study_assign"),
+    path("studies/<slug:slug>/members/", consensus_api.StudyMembersView.as_view(), name="api_study_members"),
+    path(
+        "studies/<slug:slug>/assignments/",
+        consensus_api.StudyAssignmentsView.as_view(),
+        name="api_study_assignments",
+    ),
+    path(
+        "assignments/<uuid:assignment_id>/withdraw/",
+        consensus_api.AssignmentWithdrawView.as_view(),
+        name="api_assignment_withdraw",
+    ),
+    path(
+        "assignments/<uuid:assignment_id>/reassign/",
+        consensus_api.AssignmentReassignView.as_view(),
+        name="api_assignment_reassign",
+    ),
+    path(
+        "annotations/<uuid:annotation_id>/void/",
+        consensus_api.AnnotationVoidView.as_view(),
+        name="api_annotation_void",
+    ),
+]
 
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -16,6 +56,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api_docs"),
+    path("api/", include(coordination_api)),
     path("api/", include(router.urls)),
+    path("", include("consensus.urls")),
     path("", include("annotation.urls")),
 ]

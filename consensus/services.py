@@ -88,7 +88,9 @@ def validate_rating(task: str, rating: str, rationale: str, *, rationale_always_
 
 
 def lock_example(example_pk: int) -> Example:
-    return Example.objects.select_for_update().select_related("study", "pair").get(pk=example_pk)
+    """The example, locked for the rest of the transaction. Only its own row: the study and pair
+    are read along but not locked, so readers of different examples never wait for each other."""
+    return Example.objects.select_for_update(of=("self",)).select_related("study", "pair").get(pk=example_pk)
 
 
 def submit_annotation(

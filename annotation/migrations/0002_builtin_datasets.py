@@ -1,20 +1,10 @@
 from django.db import migrations
 
-BUILTIN_DATASETS = [
-    # key, name, study id prefix stripped on import, digits only
-    ("mimic-cxr", "MIMIC-CXR", "s", True),
-    ("rexgradient", "ReXGradient-160K", "", False),
-    ("iu-xray", "IU X-ray (Open-i)", "", False),
-    ("chexpert-plus", "CheXpert Plus", "", False),
-]
+from annotation import builtin_datasets
 
 
 def create_datasets(apps, schema_editor):
-    Dataset = apps.get_model("annotation", "Dataset")
-    for key, name, prefix, numeric in BUILTIN_DATASETS:
-        Dataset.objects.get_or_create(
-            key=key, defaults={"name": name, "study_id_prefix": prefix, "numeric_study_ids": numeric}
-        )
+    builtin_datasets.ensure(apps.get_model("annotation", "Dataset"))
 
 
 class Migration(migrations.Migration):

@@ -20,7 +20,8 @@ DROP FUNCTION IF EXISTS readingroom_audit_append_only();
 def create_trigger(apps, schema_editor):
     # PostgreSQL only: row triggers there leave TRUNCATE (test database flushes) alone.
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(CREATE)
+        # params=None: send the SQL as is; with params, psycopg would read PL/pgSQL's % as a placeholder.
+        schema_editor.execute(CREATE, params=None)
 
 
 def drop_trigger(apps, schema_editor):

@@ -39,7 +39,7 @@ def test_it_creates_a_missing_study_with_the_default_taxonomy_and_says_so(db, tm
     path = _write(tmp_path, csv_bytes([csv_row()]))
     stdout, _ = _run(path, "--study", "reref-2026", "--no-progress")
     assert stdout == (
-        "Created study 'reref-2026' with the default ReRef taxonomy (12 variations).\nImported 1 new pairs.\n"
+        "Created study 'reref-2026' with the default ReRef taxonomy (12 variations).\nImported 1 new pair.\n"
     )
     study = Study.objects.get(slug="reref-2026")
     assert study.name == "reref-2026"
@@ -67,7 +67,7 @@ def test_a_dry_run_creates_neither_the_study_nor_pairs(db, tmp_path):
 def test_a_dry_run_into_an_existing_study_imports_nothing(study, tmp_path):
     path = _write(tmp_path, csv_bytes([csv_row()]))
     stdout, _ = _run(path, "--study", "s1", "--dry-run", "--no-progress")
-    assert stdout == "Would import 1 new pairs.\n"
+    assert stdout == "Would import 1 new pair.\n"
     assert not CandidatePair.objects.exists()
 
 

@@ -114,7 +114,7 @@ def test_it_renders_the_whole_page_without_htmx(coordinator_client, study):
     html = response.content.decode()
     assert "<html" in html
     assert html.count('id="import-panel"') == 1
-    assert "Imported 1 new pairs." in html
+    assert "Imported 1 new pair." in html
     # The summary is shown once, in its place: nothing out of band on a full page.
     assert html.count('id="summary"') == 1
     assert "hx-swap-oob" not in html

@@ -1,0 +1,143 @@
+"""Exactly-once routing under real concurrency: threads with their own PostgreSQL connections.
+
+SQLite serializes every writing transaction, so these run on PostgreSQL only.
+"""
+
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from django.db import connection, connections
+
+from annotation.models import Annotation, Assignment, Example, Rating, Task
+from consensus.models import Adjudication
+from consensus.services import AlreadySubmitted, SubmitResult, submit_annotation
+from tests.factories import make_reading_study, rate
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+ROUNDS = 200
+
+
+class Racer:
+    """Runs callables on N threads at the same instant, each thread with its own connection."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self.pool = ThreadPoolExecutor(max_workers=threads)
+
+    def race(self, *calls: Callable[[], object]) -> list[object]:
+        barrier = threading.Barrier(len(calls))
+
+        def run(call: Callable[[], object]) -> object:
+            barrier.wait()
+            try:
+                return call()
+            except Exception as error:  # returned, not raised: the test looks at every outcome
+                return error
+
+        return [future.result() for future in [self.pool.submit(run, call) for call in calls]]
+
+    def close(self) -> None:
+        self.pool.submit(connections.close_all).result()
+        for _ in range(self.threads):
+            self.pool.submit(connections.close_all)
+        self.pool.shutdown(wait=True)
+
+
+@pytest.fixture
+def racer():
+    racer = Racer(threads=5)
+    yield racer
+    racer.close()
+
+
+def _submit(assignment: Assignment, rating: str, token: uuid.UUID | None = None) -> Callable[[], object]:
+    def call() -> SubmitResult:
+        try:
+            return submit_annotation(
+                reader=assignment.reader,
+                assignment_id=assignment.public_id,
+                rating=rating,
+                rationale="" if rating in (Rating.REALISTIC, Rating.EQUIVALENT) else "A reason.",
+                form_token=token or uuid.uuid4(),
+            )
+        finally:
+            connection.close()
+
+    return call
+
+
+def _initial_pairs(study) -> list[tuple[Assignment, Assignment]]:
+    examples = Example.objects.filter(study=study).order_by("pk")
+    result = []
+    for example in examples:
+        first, second = example.assignments.select_related("reader").order_by("slot")
+        result.append((first, second))
+    return result
+
+
+def test_simultaneous_disagreeing_second_reads_route_exactly_one_third_read(racer):
+    # 67 pairs -> 201 examples; 200 rounds, one example each.
+    study, _, _ = make_reading_study(pairs=67, readers=6)
+    rounds = _initial_pairs(study)[:ROUNDS]
+    assert len(rounds) == ROUNDS
+    for first, second in rounds:
+        task = first.example.task
+        low, high = (
+            (Rating.REALISTIC, Rating.MAJOR_ISSUES)
+            if task == Task.REALISM
+            else (Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
+        )
+        outcomes = racer.race(_submit(first, low), _submit(second, high))
+        assert all(isinstance(o, SubmitResult) and o.created for o in outcomes), outcomes
+        third_reads = Assignment.objects.active().filter(example_id=first.example_id, slot=3)
+        assert third_reads.count() == 1
+        assert third_reads.get().reader_id not in {first.reader_id, second.reader_id}
+    assert Annotation.objects.filter(example__study=study).count() == 2 * ROUNDS
+
+
+def test_simultaneous_third_reads_that_split_three_ways_route_exactly_one_adjudication(racer):
+    study, _, _ = make_reading_study(pairs=67, readers=6, adjudicators=3)
+    rounds = _initial_pairs(study)[:ROUNDS]
+    for first, second in rounds:
+        realism = first.example.task == Task.REALISM
+        labels = (
+            (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+            if realism
+            else (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
+        )
+        rate(first, labels[0], "" if labels[0] in (Rating.REALISTIC, Rating.EQUIVALENT) else "r")
+        rate(second, labels[1])
+        third = Assignment.objects.select_related("reader").get(example_id=first.example_id, slot=3)
+        # The third reader submits from two tabs at once (two form tokens), splitting three ways.
+        outcomes = racer.race(_submit(third, labels[2]), _submit(third, labels[2]))
+        stored = [o for o in outcomes if isinstance(o, SubmitResult)]
+        refused = [o for o in outcomes if isinstance(o, AlreadySubmitted)]
+        assert len(stored) == 1 and len(refused) == 1, outcomes
+        assert Adjudication.objects.active().filter(example_id=first.example_id).count() == 1
+    assert Adjudication.objects.filter(example__study=study).count() == ROUNDS
+    assert Annotation.objects.filter(example__study=study).count() == 3 * ROUNDS
+
+
+def test_one_token_from_five_threads_stores_one_annotation(racer):
+    study, _, _ = make_reading_study(pairs=1, readers=4)
+    first, _second = _initial_pairs(study)[0]
+    token = uuid.uuid4()
+    outcomes = racer.race(*[_submit(first, Rating.MINOR_ISSUES, token) for _ in range(5)])
+    assert all(isinstance(o, SubmitResult) for o in outcomes), outcomes
+    assert sum(o.created for o in outcomes) == 1
+    assert len({o.annotation.pk for o in outcomes}) == 1
+    assert Annotation.objects.filter(example_id=first.example_id).count() == 1
+
+
+def test_readers_of_different_examples_do_not_wait_for_each_other(racer):
+    # Five readers submit on five different examples at once: all succeed.
+    study, _, _ = make_reading_study(pairs=5, readers=6)
+    firsts = [first for first, _ in _initial_pairs(study)[:5]]
+    outcomes = racer.race(
+        *[_submit(a, Rating.REALISTIC if a.example.task == Task.REALISM else Rating.EQUIVALENT) for a in firsts]
+    )
+    assert all(isinstance(o, SubmitResult) and o.created for o in outcomes), outcomes

@@ -1,0 +1,179 @@
+"""Random submissions, voids, adjudications and new people; the protocol's invariants after every step."""
+
+import uuid
+from collections import Counter
+
+import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from annotation.models import (
+    RATINGS_WITHOUT_RATIONALE,
+    TASK_RATINGS,
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    Example,
+    ExampleState,
+    MemberRole,
+    Role,
+)
+from annotation.services import add_study_member
+from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+from consensus.services import AlreadySubmitted, submit_adjudication, submit_annotation, void_annotation
+from tests.factories import make_reading_study, make_user
+
+
+class RoutingMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        # Each run works in a savepoint that is rolled back in teardown().
+        self._atomic = transaction.atomic()
+        self._atomic.__enter__()
+        self.study, _, _ = make_reading_study(pairs=2, readers=3, adjudicators=0, keep_versions_apart=False)
+        self.coordinator = make_user(Role.COORDINATOR)
+
+    def teardown(self) -> None:
+        transaction.set_rollback(True)
+        self._atomic.__exit__(None, None, None)
+
+    # --- rules ------------------------------------------------------------------------
+
+    def _open_assignments(self) -> list[Assignment]:
+        return list(
+            Assignment.objects.filter(example__study=self.study, status=AssignmentStatus.OPEN)
+            .select_related("reader", "example")
+            .order_by("pk")
+        )
+
+    @precondition(lambda self: bool(self._open_assignments()))
+    @rule(data=st.data())
+    def submit(self, data: st.DataObject) -> None:
+        assignment = data.draw(st.sampled_from(self._open_assignments()))
+        rating = data.draw(st.sampled_from(TASK_RATINGS[assignment.example.task]))
+        token = uuid.uuid4()
+        kwargs = dict(
+            reader=assignment.reader,
+            assignment_id=assignment.public_id,
+            rating=rating,
+            rationale="" if rating in RATINGS_WITHOUT_RATIONALE else "Because.",
+            form_token=token,
+        )
+        first = submit_annotation(**kwargs)
+        assert first.created
+        if data.draw(st.booleans()):
+            # A retry with the same token answers with the stored annotation.
+            again = submit_annotation(**kwargs)
+            assert not again.created and again.annotation.pk == first.annotation.pk
+        if data.draw(st.booleans()):
+            # Another tab: already rated.
+            with pytest.raises(AlreadySubmitted):
+                submit_annotation(**{**kwargs, "form_token": uuid.uuid4()})
+
+    def _valid_annotations(self) -> list[Annotation]:
+        return list(Annotation.objects.filter(example__study=self.study, voided_at__isnull=True).order_by("pk"))
+
+    @precondition(lambda self: bool(self._valid_annotations()))
+    @rule(data=st.data())
+    def void(self, data: st.DataObject) -> None:
+        annotation = data.draw(st.sampled_from(self._valid_annotations()))
+        void_annotation(annotation.public_id, actor=self.coordinator, reason="Test void.")
+
+    def _open_adjudications(self) -> list[Adjudication]:
+        return list(
+            Adjudication.objects.filter(example__study=self.study, status=AdjudicationStatus.OPEN)
+            .select_related("adjudicator")
+            .order_by("pk")
+        )
+
+    @precondition(lambda self: bool(self._open_adjudications()))
+    @rule(data=st.data())
+    def adjudicate(self, data: st.DataObject) -> None:
+        adjudication = data.draw(st.sampled_from(self._open_adjudications()))
+        rating = data.draw(st.sampled_from(TASK_RATINGS[adjudication.task]))
+        submit_adjudication(
+            adjudicator=adjudication.adjudicator,
+            adjudication_id=adjudication.public_id,
+            rating=rating,
+            rationale="Decided.",
+            form_token=uuid.uuid4(),
+        )
+
+    @rule()
+    def add_reader(self) -> None:
+        reader = make_user(Role.READER)
+        add_study_member(self.study, reader, MemberRole.READER, actor=self.coordinator)
+
+    @rule()
+    def add_adjudicator(self) -> None:
+        adjudicator = make_user(Role.ADJUDICATOR, subspecialty="cardiothoracic")
+        add_study_member(self.study, adjudicator, MemberRole.ADJUDICATOR, actor=self.coordinator)
+
+    # --- invariants -------------------------------------------------------------------
+
+    @invariant()
+    def every_example_follows_the_protocol(self) -> None:
+        for example in Example.objects.filter(study=self.study).prefetch_related(
+            "assignments", "annotations", "adjudications"
+        ):
+            assignments = list(example.assignments.all())
+            active = [a for a in assignments if a.status != AssignmentStatus.VOIDED]
+            valid = [a for a in example.annotations.all() if a.voided_at is None]
+            adjudications = [a for a in example.adjudications.all() if a.status != AdjudicationStatus.VOIDED]
+            consensus = ConsensusLabel.objects.filter(example=example).first()
+
+            # A reader never has the same example twice; slots hold at most one active read.
+            assert len({a.reader_id for a in assignments}) == len(assignments)
+            assert len({a.slot for a in active}) == len(active) <= 3
+            assert len(valid) <= 3
+            assert len(adjudications) <= 1
+            for annotation in valid:
+                assert annotation.rating in TASK_RATINGS[example.task]
+            readers = {a.reader_id for a in assignments}
+            for adjudication in adjudications:
+                assert adjudication.adjudicator_id not in readers
+
+            ratings = [a.rating for a in valid]
+            open_reads = [a for a in active if a.status == AssignmentStatus.OPEN]
+            votes = Counter(ratings).most_common(1)
+            if len(ratings) == 2 and ratings[0] == ratings[1]:
+                assert example.state == ExampleState.CONSENSUS
+                assert (consensus.rating, consensus.label_source) == (ratings[0], LabelSource.UNANIMOUS)
+                assert not open_reads and not any(a.status == AdjudicationStatus.OPEN for a in adjudications)
+            elif len(ratings) == 2:
+                assert example.state == ExampleState.THIRD_READ
+                assert consensus is None
+                # Exactly one more reader, or listed as unrouted for the coordinator.
+                assert len(open_reads) == 1 or (not open_reads and example.unrouted)
+            elif len(ratings) == 3 and votes[0][1] >= 2:
+                assert example.state == ExampleState.CONSENSUS
+                assert (consensus.rating, consensus.label_source) == (votes[0][0], LabelSource.MAJORITY)
+            elif len(ratings) == 3:
+                done = [a for a in adjudications if a.status == AdjudicationStatus.DONE]
+                if done:
+                    assert example.state == ExampleState.CONSENSUS
+                    assert (consensus.rating, consensus.label_source) == (done[0].rating, LabelSource.ADJUDICATED)
+                else:
+                    assert example.state == ExampleState.ADJUDICATION
+                    assert consensus is None
+                    assert len(adjudications) == 1 or example.unrouted
+            else:
+                assert example.state == ExampleState.WAITING
+                assert consensus is None
+            if consensus is not None:
+                assert consensus.n_annotations == len(ratings)
+
+
+RoutingMachine.TestCase.settings = settings(
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+@pytest.mark.django_db
+def test_routing_keeps_the_protocol_under_random_operations() -> None:
+    RoutingMachine.TestCase("runTest").runTest()
