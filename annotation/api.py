@@ -1,15 +1,22 @@
+import uuid
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound as NotFoundError
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation import serializers
 from annotation.importing import ImportRejected
-from annotation.models import CandidatePair, Dataset, Study, Verdict
-from annotation.permissions import IsCoordinator
+from annotation.models import Assignment, AssignmentStatus, CandidatePair, Dataset, Study, Task, Verdict
+from annotation.permissions import IsCoordinator, IsReader
+from annotation.reading import next_assignment, queue_position, reader_queues, reading_item
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
+from consensus.services import AlreadySubmitted, SubmissionRefused, show_assignment, submit_annotation
+from consensus.services import NotFound as ConsensusNotFound
 
 
 class DatasetViewSet(viewsets.ReadOnlyModelViewSet):
@@ -97,3 +104,126 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             pairs = pairs.filter(sampled=sampled.lower() in ("1", "true", "yes"))
         page = self.paginate_queryset(pairs)
         return self.get_paginated_response(serializers.CandidatePairSerializer(page, many=True).data)
+
+
+# --- Reader API -------------------------------------------------------------------------------
+
+
+def _reading_payload(assignment: Assignment) -> dict:
+    item = reading_item(assignment.example, report_a_type=assignment.report_a_type)
+    position, total = queue_position(assignment)
+    stored = getattr(assignment, "annotation", None) if assignment.status != AssignmentStatus.OPEN else None
+    return {
+        "id": assignment.public_id,
+        "task": item.task,
+        "question": item.question,
+        "position": position,
+        "total": total,
+        "context": {name.lower(): text for name, text in item.context},
+        "reports": item.reports,
+        "labels": item.labels,
+        "status": assignment.status,
+        "form_token": uuid.uuid4() if assignment.status == AssignmentStatus.OPEN else None,
+        "rating": stored.rating if stored else None,
+        "rationale": stored.rationale if stored else None,
+    }
+
+
+def _own_assignment(request: Request, assignment_id: uuid.UUID) -> Assignment:
+    try:
+        return Assignment.objects.select_related("example__pair", "example__study", "annotation").get(
+            public_id=assignment_id, reader=request.user
+        )
+    except Assignment.DoesNotExist:
+        raise NotFoundError from None
+
+
+class ReadingViewSet(viewsets.ViewSet):
+    """The reader's side: fetch the next blinded assignment, rate it, see your progress.
+
+    An automated judge enrolled as a reader uses exactly these endpoints, under the same
+    protocol and the same blinding as radiologists.
+    """
+
+    permission_classes = [IsReader]
+    lookup_field = "id"
+    lookup_value_converter = "uuid"
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("task", str, enum=Task.values, required=True),
+            OpenApiParameter("study", str, description="Study slug; default: any study with open work."),
+        ],
+        responses={200: serializers.ReadingItemSerializer, 204: None},
+    )
+    @action(detail=False, methods=["get"])
+    def next(self, request: Request) -> Response:
+        """The next open assignment of a queue (204 when the queue is done). Starts its time on task."""
+        task = request.query_params.get("task")
+        if task not in Task.values:
+            raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
+        queue = Assignment.objects.filter(reader=request.user, example__task=task).open()
+        if slug := request.query_params.get("study"):
+            queue = queue.filter(example__study__slug=slug)
+        following = queue.order_by("example__study_id", "queue_order", "pk").values_list("pk", flat=True).first()
+        if following is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        show_assignment(following)
+        assignment = Assignment.objects.select_related("example__pair", "example__study").get(pk=following)
+        return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
+
+    @extend_schema(responses={200: serializers.ReadingItemSerializer})
+    def retrieve(self, request: Request, id: uuid.UUID | None = None) -> Response:
+        """One of your assignments (another reader's is 404)."""
+        assignment = _own_assignment(request, id)
+        if assignment.status == AssignmentStatus.OPEN:
+            show_assignment(assignment.pk)
+            assignment = _own_assignment(request, id)
+        return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
+
+    @extend_schema(
+        request=serializers.RatingRequestSerializer,
+        responses={
+            201: serializers.RatingResultSerializer,
+            200: serializers.RatingResultSerializer,
+            400: serializers.RatingErrorSerializer,
+            409: serializers.RatingResultSerializer,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def rating(self, request: Request, id: uuid.UUID | None = None) -> Response:
+        """Rate your assignment. Sending the same form_token again is harmless: it answers with the stored rating."""
+        form = serializers.RatingRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        assignment = _own_assignment(request, id)
+        try:
+            result = submit_annotation(
+                reader=request.user,
+                assignment_id=assignment.public_id,
+                rating=form.validated_data["rating"],
+                rationale=form.validated_data["rationale"],
+                form_token=form.validated_data["form_token"],
+            )
+        except AlreadySubmitted as already:
+            stored = already.annotation
+            body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        except SubmissionRefused as refused:
+            return Response({"detail": str(refused), "field": refused.field}, status=status.HTTP_400_BAD_REQUEST)
+        except ConsensusNotFound:
+            raise NotFoundError from None
+        example = assignment.example
+        following = next_assignment(request.user, study_id=example.study_id, task=example.task)
+        body = {
+            "rating": result.annotation.rating,
+            "rationale": result.annotation.rationale,
+            "created": result.created,
+            "next": following.public_id if following else None,
+        }
+        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+
+    @extend_schema(responses={200: serializers.QueueSerializer(many=True)})
+    @action(detail=False, methods=["get"])
+    def progress(self, request: Request) -> Response:
+        """Your queues: done / assigned per study and task. Nothing about other readers."""
+        return Response(serializers.QueueSerializer(reader_queues(request.user), many=True).data)

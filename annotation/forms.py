@@ -1,6 +1,6 @@
 from django import forms
 
-from annotation.models import Dataset, Study
+from annotation.models import TASK_RATINGS, Dataset, Rating, Study
 
 
 class StudyForm(forms.ModelForm):
@@ -35,3 +35,15 @@ class SampleForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["datasets"].choices = [(d.key, d.name) for d in Dataset.objects.all()]
+
+
+class RatingForm(forms.Form):
+    """A reader's (or adjudicator's) rating. The service checks it again, with the same rules."""
+
+    rating = forms.ChoiceField(widget=forms.RadioSelect, error_messages={"required": "Choose a rating."})
+    rationale = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}))
+    form_token = forms.UUIDField(widget=forms.HiddenInput)
+
+    def __init__(self, *args, task: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["rating"].choices = [(r, Rating(r).label) for r in TASK_RATINGS[task]]

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from annotation.models import CandidatePair, Dataset, Study
+from annotation.models import CandidatePair, Dataset, Rating, Study
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -124,3 +124,62 @@ class SampleResultSerializer(serializers.Serializer):
 
 class DetailSerializer(serializers.Serializer):
     detail = serializers.CharField()
+
+
+# --- Reader API: exactly what the reading page shows, nothing more ------------------------------
+
+
+class ShownReportSerializer(serializers.Serializer):
+    heading = serializers.CharField()
+    findings = serializers.CharField(allow_blank=True)
+    impression = serializers.CharField(allow_blank=True)
+
+
+class ShownLabelSerializer(serializers.Serializer):
+    value = serializers.CharField()
+    label = serializers.CharField()
+    definition = serializers.CharField()
+    rationale_required = serializers.BooleanField(source="needs_rationale")
+
+
+class ReadingItemSerializer(serializers.Serializer):
+    """A blinded assignment: no report type, variation, dataset, other ratings or internal ids."""
+
+    id = serializers.UUIDField()
+    task = serializers.CharField()
+    question = serializers.CharField()
+    position = serializers.IntegerField(help_text="This is item `position` of `total` in the reader's queue.")
+    total = serializers.IntegerField()
+    context = serializers.DictField(child=serializers.CharField(allow_blank=True))
+    reports = ShownReportSerializer(many=True)
+    labels = ShownLabelSerializer(many=True)
+    status = serializers.ChoiceField(choices=["open", "done", "voided"])
+    form_token = serializers.UUIDField(allow_null=True, help_text="Send it back with the rating; new on every fetch.")
+    rating = serializers.CharField(allow_null=True, help_text="Your stored rating, once rated.")
+    rationale = serializers.CharField(allow_null=True)
+
+
+class RatingRequestSerializer(serializers.Serializer):
+    rating = serializers.ChoiceField(choices=Rating.choices)
+    rationale = serializers.CharField(allow_blank=True, required=False, default="")
+    form_token = serializers.UUIDField()
+
+
+class RatingResultSerializer(serializers.Serializer):
+    rating = serializers.CharField()
+    rationale = serializers.CharField(allow_blank=True)
+    created = serializers.BooleanField(help_text="False when this form token had already been stored.")
+    next = serializers.UUIDField(allow_null=True, help_text="The next open assignment of this queue.")
+
+
+class QueueSerializer(serializers.Serializer):
+    study = serializers.CharField(source="study_slug")
+    study_name = serializers.CharField()
+    task = serializers.CharField()
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class RatingErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    field = serializers.CharField(allow_null=True)

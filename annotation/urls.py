@@ -8,4 +8,7 @@ urlpatterns = [
     path("studies/<slug:slug>/", views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/import/", views.study_import, name="study_import"),
     path("studies/<slug:slug>/sample/", views.study_sample, name="study_sample"),
+    path("read/", views.reader_home, name="reader_home"),
+    path("read/<slug:slug>/<str:task>/next/", views.reading_next, name="reading_next"),
+    path("read/a/<uuid:assignment_id>/", views.reading_page, name="reading_page"),
 ]

@@ -1,15 +1,22 @@
+import uuid
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.http import push_url
 
 from annotation.decorators import role_required
-from annotation.forms import ImportForm, SampleForm, StudyForm
+from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
 from annotation.importing import ImportRejected
-from annotation.models import Role, Study
+from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
+from annotation.reading import adjudication_queue, next_assignment, queue_position, reader_queues, reading_item
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
+from consensus.services import AlreadySubmitted, NotFound, SubmissionRefused, show_assignment, submit_annotation
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
 UNPROCESSABLE = 422
@@ -19,6 +26,8 @@ UNPROCESSABLE = 422
 def home(request: HttpRequest) -> HttpResponse:
     if has_role(request.user, Role.COORDINATOR):
         return redirect("study_list")
+    if has_role(request.user, Role.READER) or has_role(request.user, Role.ADJUDICATOR):
+        return redirect("reader_home")
     return render(request, "annotation/home.html")
 
 
@@ -105,3 +114,102 @@ def _render_partial(request: HttpRequest, partial: str, context: dict, *, status
     # Without JavaScript: the whole page, with the result in place.
     full = _study_context(**context)
     return render(request, "annotation/study_detail.html", full, status=status)
+
+
+# --- Reading room ---------------------------------------------------------------------------
+
+
+def _reading_context(request: HttpRequest, assignment: Assignment, form: RatingForm | None = None, **extra) -> dict:
+    example = assignment.example
+    position, total = queue_position(assignment)
+    if form is None and assignment.status == AssignmentStatus.OPEN:
+        form = RatingForm(task=example.task, initial={"form_token": uuid.uuid4()})
+    stored = getattr(assignment, "annotation", None) if assignment.status != AssignmentStatus.OPEN else None
+    return {
+        "assignment": assignment,
+        "item": reading_item(example, report_a_type=assignment.report_a_type),
+        "form": form,
+        "stored": stored,
+        "position": position,
+        "total": total,
+        "next_url": reverse("reading_next", args=[example.study.slug, example.task]),
+        **extra,
+    }
+
+
+def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignment:
+    # Another reader's assignment is a 404, exactly like one that does not exist.
+    return get_object_or_404(
+        Assignment.objects.select_related("example__pair", "example__study", "annotation"),
+        public_id=assignment_id,
+        reader=request.user,
+    )
+
+
+@role_required(Role.READER, Role.ADJUDICATOR)
+def reader_home(request: HttpRequest) -> HttpResponse:
+    queues = reader_queues(request.user) if has_role(request.user, Role.READER) else []
+    adjudications = adjudication_queue(request.user) if has_role(request.user, Role.ADJUDICATOR) else None
+    return render(request, "annotation/reader_home.html", {"queues": queues, "adjudications": adjudications})
+
+
+@role_required(Role.READER)
+def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    if task not in Task.values:
+        raise Http404
+    assignment = next_assignment(request.user, study_id=study.pk, task=task)
+    if assignment is None:
+        messages.success(request, f"You have finished your {Task(task).label} queue. Thank you.")
+        return redirect("reader_home")
+    return redirect("reading_page", assignment.public_id)
+
+
+@role_required(Role.READER)
+def reading_page(request: HttpRequest, assignment_id: uuid.UUID) -> HttpResponse:
+    assignment = _own_assignment(request, assignment_id)
+    if request.method == "POST":
+        return _submit_rating(request, assignment)
+    if assignment.status == AssignmentStatus.OPEN:
+        assignment = show_assignment(assignment.pk)
+        assignment = _own_assignment(request, assignment_id)
+    template = "annotation/reading.html"
+    if request.htmx and not request.htmx.history_restore_request:
+        template += "#reading-panel"
+    return render(request, template, _reading_context(request, assignment))
+
+
+def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse:
+    form = RatingForm(request.POST, task=assignment.example.task)
+    panel = "annotation/reading.html#reading-panel" if request.htmx else "annotation/reading.html"
+    if not form.is_valid():
+        return render(request, panel, _reading_context(request, assignment, form), status=UNPROCESSABLE)
+    try:
+        submit_annotation(
+            reader=request.user,
+            assignment_id=assignment.public_id,
+            rating=form.cleaned_data["rating"],
+            rationale=form.cleaned_data["rationale"],
+            form_token=form.cleaned_data["form_token"],
+        )
+    except AlreadySubmitted:
+        assignment = _own_assignment(request, assignment.public_id)
+        context = _reading_context(request, assignment, notice="This example was already rated (in another tab?).")
+        return render(request, panel, context, status=409)
+    except SubmissionRefused as refused:
+        form.add_error(refused.field, str(refused))
+        return render(request, panel, _reading_context(request, assignment, form), status=UNPROCESSABLE)
+    except NotFound:
+        raise Http404 from None
+
+    example = assignment.example
+    following = next_assignment(request.user, study_id=example.study_id, task=example.task)
+    if not request.htmx:
+        return redirect("reading_page", following.public_id) if following else redirect("reader_home")
+    if following is None:
+        response = render(request, "annotation/reading.html#queue-done", {"task_label": Task(example.task).label})
+        return push_url(response, reverse("reader_home"))
+    show_assignment(following.pk)
+    following = _own_assignment(request, following.public_id)
+    response = render(request, "annotation/reading.html#reading-panel", _reading_context(request, following))
+    return push_url(response, reverse("reading_page", args=[following.public_id]))

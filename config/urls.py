@@ -10,6 +10,7 @@ from consensus import api as consensus_api
 router = DefaultRouter()
 router.register("studies", annotation_api.StudyViewSet, basename="study")
 router.register("datasets", annotation_api.DatasetViewSet, basename="dataset")
+router.register("reading", annotation_api.ReadingViewSet, basename="reading")
 
 # The coordinator's API (consensus routing): plain views, named api_<what>.
 coordination_api = [

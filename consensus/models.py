@@ -46,13 +46,15 @@ class Adjudication(models.Model):
             models.UniqueConstraint(
                 fields=["example"], condition=ACTIVE_ADJUDICATION, name="adjudication_one_active_per_example"
             ),
+            # Undecided (open, or voided before a decision) has no rating yet; decided fits the task.
             models.CheckConstraint(
-                condition=Q(status=AdjudicationStatus.OPEN, rating="") | rating_fits_task(),
+                condition=Q(status__in=[AdjudicationStatus.OPEN, AdjudicationStatus.VOIDED], rating="")
+                | rating_fits_task(),
                 name="adjudication_rating_fits_task",
             ),
-            # The adjudicator's rationale is always required.
+            # The adjudicator's rationale is always required with a decision.
             models.CheckConstraint(
-                condition=Q(status=AdjudicationStatus.OPEN) | ~Q(rationale=""), name="adjudication_has_rationale"
+                condition=~Q(status=AdjudicationStatus.DONE) | ~Q(rationale=""), name="adjudication_has_rationale"
             ),
         ]
 

@@ -31,6 +31,7 @@ from annotation.models import (
     ExampleState,
     MemberRole,
     Rating,
+    ReportType,
     Role,
     StudyMember,
     Subspecialty,
@@ -520,3 +521,61 @@ def void_annotation(annotation_id: uuid.UUID, *, actor: AbstractBaseUser, reason
                 withdraw_open_assignment(example, assignment, actor=actor, reason="its disagreement was voided")
         route_example(example, actor=actor, refill=True)
     return annotation
+
+
+def show_assignment(assignment_pk: int) -> Assignment:
+    """Mark an assignment as shown (time on task starts) and, for Task 2, fix which report is A.
+
+    A/B is drawn once, when the assignment is first shown, and counterbalanced across the two
+    initial readers: if the first saw the original as Report A, the second sees it as Report B.
+    Third readers get a seeded random order. Runs under the example lock so that two initial
+    readers opening at the same moment still get opposite orders.
+    """
+    with transaction.atomic():
+        example_pk = Assignment.objects.filter(pk=assignment_pk).values_list("example_id", flat=True).get()
+        example = lock_example(example_pk)
+        assignment = Assignment.objects.get(pk=assignment_pk)
+        fields = []
+        if assignment.first_shown_at is None:
+            assignment.first_shown_at = timezone.now()
+            fields.append("first_shown_at")
+        if example.task == Task.EQUIVALENCE and not assignment.report_a_type:
+            assignment.report_a_type = _draw_report_a(example, assignment)
+            fields.append("report_a_type")
+        if fields:
+            assignment.save(update_fields=fields)
+    return assignment
+
+
+def _draw_report_a(example: Example, assignment: Assignment) -> str:
+    if assignment.slot in INITIAL_SLOTS:
+        other = (
+            Assignment.objects.filter(example=example, slot__in=INITIAL_SLOTS)
+            .exclude(pk=assignment.pk)
+            .exclude(report_a_type="")
+            .values_list("report_a_type", flat=True)
+            .first()
+        )
+        if other is not None:
+            return ReportType.ALTERNATIVE if other == ReportType.ORIGINAL else ReportType.ORIGINAL
+    coin = tiebreak(example.study.seed, "report-a", assignment.public_id) % 2
+    return ReportType.ORIGINAL if coin == 0 else ReportType.ALTERNATIVE
+
+
+def show_adjudication(adjudication_pk: int) -> Adjudication:
+    """Mark an adjudication as shown and, for Task 2, draw its own random A/B order."""
+    with transaction.atomic():
+        example_pk = Adjudication.objects.filter(pk=adjudication_pk).values_list("example_id", flat=True).get()
+        example = lock_example(example_pk)
+        adjudication = Adjudication.objects.get(pk=adjudication_pk)
+        fields = []
+        if adjudication.first_shown_at is None:
+            adjudication.first_shown_at = timezone.now()
+            fields.append("first_shown_at")
+        if example.task == Task.EQUIVALENCE and not adjudication.report_a_type:
+            coin = tiebreak(example.study.seed, "report-a", adjudication.public_id) % 2
+            adjudication.report_a_type = ReportType.ORIGINAL if coin == 0 else ReportType.ALTERNATIVE
+            fields.append("report_a_type")
+        if fields:
+            adjudication.save(update_fields=fields)
+    return adjudication

@@ -1,0 +1,147 @@
+"""What a reader is shown, and nothing more.
+
+A ReadingItem is built without the report type, the variation or the dataset, so no template
+can leak them: for a pair, the original's and the alternative's Task 1 items differ only in
+their text.
+"""
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Q
+
+from annotation.models import (
+    RATINGS_WITHOUT_RATIONALE,
+    TASK_RATINGS,
+    Assignment,
+    AssignmentStatus,
+    Example,
+    Rating,
+    ReportType,
+    Task,
+)
+
+# The protocol's definitions, shown next to the labels.
+RATING_DEFINITIONS: dict[str, str] = {
+    Rating.REALISTIC: "Reads as written by a practicing radiologist in routine care.",
+    Rating.MINOR_ISSUES: "Mostly realistic, with subtle unusual phrasing or formatting; clinically correct.",
+    Rating.MAJOR_ISSUES: "Major errors, incoherent phrasing, or unnatural elements a radiologist would not write.",
+    Rating.EQUIVALENT: "A treating physician would find the same findings and make the same decisions.",
+    Rating.MINOR_DISCREPANCY: "Differences in style, structure, terminology or detail that do not change "
+    "clinical actions.",
+    Rating.MAJOR_DISCREPANCY: "Differences that could change clinical decisions.",
+}
+
+TASK_QUESTIONS: dict[str, str] = {
+    Task.REALISM: "Is this report realistic? Rate the Findings and Impression only.",
+    Task.EQUIVALENCE: "Are Report A and Report B clinically equivalent?",
+}
+
+
+@dataclass(frozen=True)
+class ShownReport:
+    heading: str
+    findings: str
+    impression: str
+
+
+@dataclass(frozen=True)
+class ShownLabel:
+    value: str
+    label: str
+    definition: str
+    key: int
+    needs_rationale: bool
+
+
+@dataclass(frozen=True)
+class ReadingItem:
+    task: str
+    task_label: str
+    question: str
+    context: tuple[tuple[str, str], ...]
+    reports: tuple[ShownReport, ...]
+    labels: tuple[ShownLabel, ...]
+
+
+def reading_item(example: Example, *, report_a_type: str = "") -> ReadingItem:
+    """The blinded presentation of an example. Task 2 needs the drawn A/B order."""
+    pair = example.pair
+    if example.task == Task.REALISM:
+        findings, impression = pair.report(example.report_type)
+        reports: tuple[ShownReport, ...] = (ShownReport("Report", findings, impression),)
+    else:
+        first = report_a_type or ReportType.ORIGINAL
+        second = ReportType.ALTERNATIVE if first == ReportType.ORIGINAL else ReportType.ORIGINAL
+        reports = (ShownReport("Report A", *pair.report(first)), ShownReport("Report B", *pair.report(second)))
+    labels = tuple(
+        ShownLabel(
+            value=rating,
+            label=Rating(rating).label,
+            definition=RATING_DEFINITIONS[rating],
+            key=position,
+            needs_rationale=rating not in RATINGS_WITHOUT_RATIONALE,
+        )
+        for position, rating in enumerate(TASK_RATINGS[example.task], start=1)
+    )
+    return ReadingItem(
+        task=example.task,
+        task_label=Task(example.task).label,
+        question=TASK_QUESTIONS[example.task],
+        context=(("Indication", pair.indication), ("Comparison", pair.comparison), ("Technique", pair.technique)),
+        reports=reports,
+        labels=labels,
+    )
+
+
+def reader_queues(reader) -> list[dict]:
+    """The reader's queues, one per (study, task), with done / assigned counts. One query."""
+    rows = (
+        Assignment.objects.filter(reader=reader)
+        .values("example__study__slug", "example__study__name", "example__task")
+        .annotate(total=Count("pk"), open=Count("pk", filter=Q(status=AssignmentStatus.OPEN)))
+        .order_by("example__study__name", "example__task")
+    )
+    return [
+        {
+            "study_slug": row["example__study__slug"],
+            "study_name": row["example__study__name"],
+            "task": row["example__task"],
+            "task_label": Task(row["example__task"]).label,
+            "total": row["total"],
+            "done": row["total"] - row["open"],
+        }
+        for row in rows
+    ]
+
+
+def queue_position(assignment: Assignment) -> tuple[int, int]:
+    """(N, M): this is item N of the reader's M in this study and task."""
+    counts = Assignment.objects.filter(
+        reader_id=assignment.reader_id,
+        example__study_id=assignment.example.study_id,
+        example__task=assignment.example.task,
+    ).aggregate(total=Count("pk"), open=Count("pk", filter=Q(status=AssignmentStatus.OPEN)))
+    done = counts["total"] - counts["open"]
+    if assignment.status == AssignmentStatus.OPEN:
+        return done + 1, counts["total"]
+    return done, counts["total"]
+
+
+def next_assignment(reader, *, study_id: int, task: str) -> Assignment | None:
+    return (
+        Assignment.objects.filter(reader=reader, example__study_id=study_id, example__task=task)
+        .open()
+        .select_related("example__pair", "example__study")
+        .order_by("queue_order", "pk")
+        .first()
+    )
+
+
+def adjudication_queue(adjudicator) -> dict:
+    """The adjudicator's open and decided adjudications (two queries)."""
+    from consensus.models import Adjudication, AdjudicationStatus
+
+    mine = Adjudication.objects.filter(adjudicator=adjudicator).exclude(status=AdjudicationStatus.VOIDED)
+    counts = mine.aggregate(total=Count("pk"), open=Count("pk", filter=Q(status=AdjudicationStatus.OPEN)))
+    following = mine.filter(status=AdjudicationStatus.OPEN).order_by("created_at", "pk").first()
+    return {"total": counts["total"], "done": counts["total"] - counts["open"], "next": following}

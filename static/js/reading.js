@@ -1,0 +1,130 @@
+// Reading pages: keyboard use, the rationale rule, and drafts that survive a re-login.
+"use strict";
+
+(function () {
+  function currentForm() {
+    return document.getElementById("rating-form");
+  }
+
+  function draftKey(form) {
+    return "readingroom-draft:" + form.dataset.draftKey;
+  }
+
+  // The rationale is required the moment a label that needs one is chosen.
+  function applyRationaleRule(form) {
+    const chosen = form.querySelector("input[name=rating]:checked");
+    const rationale = form.querySelector("textarea[name=rationale]");
+    const needed = form.hasAttribute("data-rationale-always-required") ||
+      Boolean(chosen && chosen.hasAttribute("data-needs-rationale"));
+    rationale.required = needed;
+    rationale.setAttribute("aria-required", needed ? "true" : "false");
+    return needed;
+  }
+
+  function saveDraft(form) {
+    const chosen = form.querySelector("input[name=rating]:checked");
+    const rationale = form.querySelector("textarea[name=rationale]");
+    try {
+      sessionStorage.setItem(draftKey(form), JSON.stringify({
+        rating: chosen ? chosen.value : "",
+        rationale: rationale.value,
+      }));
+    } catch (error) {
+      // Storage may be full or disabled; the draft is a convenience only.
+    }
+  }
+
+  function restoreDraft(form) {
+    let draft = null;
+    try {
+      draft = JSON.parse(sessionStorage.getItem(draftKey(form)) || "null");
+    } catch (error) {
+      draft = null;
+    }
+    if (!draft) {
+      return;
+    }
+    const rationale = form.querySelector("textarea[name=rationale]");
+    if (!rationale.value && draft.rationale) {
+      rationale.value = draft.rationale;
+    }
+    if (draft.rating && !form.querySelector("input[name=rating]:checked")) {
+      const input = form.querySelector("input[name=rating][value='" + CSS.escape(draft.rating) + "']");
+      if (input) {
+        input.checked = true;
+      }
+    }
+  }
+
+  function setUp(root) {
+    const stored = root.querySelector ? root.querySelector("[data-stored-for]") : null;
+    if (stored) {
+      sessionStorage.removeItem("readingroom-draft:" + stored.dataset.storedFor);
+    }
+    const form = currentForm();
+    if (!form || form.dataset.ready) {
+      return;
+    }
+    form.dataset.ready = "1";
+    restoreDraft(form);
+    applyRationaleRule(form);
+    form.addEventListener("change", function (event) {
+      if (event.target.name === "rating") {
+        if (applyRationaleRule(form)) {
+          form.querySelector("textarea[name=rationale]").focus();
+        }
+      }
+      saveDraft(form);
+    });
+    form.addEventListener("input", function () {
+      saveDraft(form);
+    });
+  }
+
+  document.addEventListener("keydown", function (event) {
+    const form = currentForm();
+    if (!form) {
+      return;
+    }
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      form.requestSubmit();
+      return;
+    }
+    const typing = event.target.closest("textarea, input[type=text], select");
+    if (typing || event.ctrlKey || event.metaKey || event.altKey) {
+      return;
+    }
+    const input = form.querySelector("input[name=rating][data-key='" + CSS.escape(event.key) + "']");
+    if (input) {
+      event.preventDefault();
+      input.checked = true;
+      input.focus();
+      input.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+  });
+
+  // A successful submission clears its draft.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const form = event.detail.elt;
+    if (form && form.id === "rating-form" && event.detail.successful) {
+      sessionStorage.removeItem(draftKey(form));
+    }
+  });
+
+  // After a swap, set up the new item and move focus to it for keyboard and screen-reader users.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    setUp(document);
+    const panel = document.getElementById("reading");
+    if (panel && event.detail.target && event.detail.target.id === "reading") {
+      panel.setAttribute("tabindex", "-1");
+      panel.focus({ preventScroll: false });
+    }
+  });
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", function () { setUp(document); });
+  } else {
+    setUp(document);
+  }
+})();
