@@ -165,6 +165,9 @@ class Study(models.Model):
         default=True,
         help_text="Never give one reader both the original and the alternative Task 1 examples of a pair.",
     )
+    license_text = models.TextField(
+        blank=True, help_text="The licence of the release files (LICENSE.txt), unless a build supplies one."
+    )
     sample_seed = models.PositiveIntegerField(null=True, blank=True, editable=False)
     sample_per_variation = models.PositiveIntegerField(null=True, blank=True, editable=False)
     sample_datasets = models.JSONField(default=list, blank=True, editable=False)

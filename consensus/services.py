@@ -123,6 +123,11 @@ def submit_annotation(
         if assignment.status == AssignmentStatus.VOIDED:
             raise NotFound
         rationale = validate_rating(example.task, rating, rationale)
+        if example.task == Task.EQUIVALENCE and not assignment.report_a_type:
+            # Rated without being shown through a page or the API's fetch (an API client that
+            # kept the item from an earlier session): fix the order now, as showing would have.
+            assignment.report_a_type = _draw_report_a(example, assignment)
+            Assignment.objects.filter(pk=assignment.pk).update(report_a_type=assignment.report_a_type)
         now = timezone.now()
         duration = None
         if assignment.first_shown_at is not None:

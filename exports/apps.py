@@ -3,3 +3,4 @@ from django.apps import AppConfig
 
 class ExportsConfig(AppConfig):
     name = "exports"
+    verbose_name = "Releases"

@@ -1,0 +1,66 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from annotation.models import Study, Task
+from exports.services import ReleaseRefused, build_release
+
+
+class Command(BaseCommand):
+    help = "Build a study's PhysioNet release folder (task1/task2 CSVs, README.md, LICENSE.txt, SHA256SUMS.txt)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--study", required=True, help="Study slug.")
+        parser.add_argument("--out", required=True, type=Path, help="A new (or empty) folder for the release.")
+        parser.add_argument("--datasets", nargs="+", help="Release only these datasets (e.g. mimic-cxr).")
+        parser.add_argument("--version", dest="release_version", default="1.0.0", help="Digits and dots.")
+        parser.add_argument(
+            "--include-unfinished", action="store_true", help="Include examples without a consensus (empty rating)."
+        )
+        parser.add_argument("--license", type=Path, help="Licence text file (default: the study's licence text).")
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            study = Study.objects.get(slug=options["study"])
+        except Study.DoesNotExist:
+            raise CommandError(f"No study '{options['study']}'.") from None
+        if options["license"]:
+            if not options["license"].is_file():
+                raise CommandError(f"{options['license']}: no such licence file.")
+            license_text = options["license"].read_text(encoding="utf-8")
+        else:
+            license_text = study.license_text
+        bar = None
+
+        def progress(done: int, total: int) -> None:
+            nonlocal bar
+            if options["no_progress"]:
+                return
+            if bar is None:
+                bar = tqdm(total=total, unit="rows", desc="Building", file=self.stderr._out)
+            bar.update(done - bar.n)
+
+        try:
+            summary = build_release(
+                study,
+                options["out"],
+                license_text=license_text,
+                version=options["release_version"],
+                datasets=options["datasets"],
+                include_unfinished=options["include_unfinished"],
+                progress=progress,
+            )
+        except ReleaseRefused as refused:
+            raise CommandError(str(refused)) from None
+        finally:
+            if bar is not None:
+                bar.close()
+        for name, rows in summary.row_counts.items():
+            self.stdout.write(f"{name}: {rows} rows")
+        for task in (Task.REALISM, Task.EQUIVALENCE):
+            left_out = summary.counts[task].left_out
+            if left_out:
+                self.stdout.write(f"{Task(task).label}: {left_out} examples without a consensus left out.")
+        self.stdout.write(self.style.SUCCESS(f"Release {summary.version} written to {options['out']}."))
