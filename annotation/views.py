@@ -13,10 +13,26 @@ from annotation.decorators import role_required
 from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
 from annotation.importing import ImportRejected
 from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
-from annotation.reading import adjudication_queue, next_assignment, queue_position, reader_queues, reading_item
+from annotation.reading import (
+    adjudication_queue,
+    next_assignment,
+    prior_ratings,
+    queue_position,
+    reader_queues,
+    reading_item,
+)
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
-from consensus.services import AlreadySubmitted, NotFound, SubmissionRefused, show_assignment, submit_annotation
+from consensus.models import Adjudication, AdjudicationStatus
+from consensus.services import (
+    AlreadySubmitted,
+    NotFound,
+    SubmissionRefused,
+    show_adjudication,
+    show_assignment,
+    submit_adjudication,
+    submit_annotation,
+)
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
 UNPROCESSABLE = 422
@@ -213,3 +229,75 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
     following = _own_assignment(request, following.public_id)
     response = render(request, "annotation/reading.html#reading-panel", _reading_context(request, following))
     return push_url(response, reverse("reading_page", args=[following.public_id]))
+
+
+# --- Adjudication -----------------------------------------------------------------------------
+
+
+def _own_adjudication(request: HttpRequest, adjudication_id: uuid.UUID) -> Adjudication:
+    return get_object_or_404(
+        Adjudication.objects.select_related("example__pair", "example__study"),
+        public_id=adjudication_id,
+        adjudicator=request.user,
+    )
+
+
+def _adjudication_context(adjudication: Adjudication, form: RatingForm | None = None, **extra) -> dict:
+    queue = adjudication_queue(adjudication.adjudicator)
+    is_open = adjudication.status == AdjudicationStatus.OPEN
+    if form is None and is_open:
+        form = RatingForm(task=adjudication.task, initial={"form_token": uuid.uuid4()})
+    return {
+        "adjudication": adjudication,
+        "item": reading_item(adjudication.example, report_a_type=adjudication.report_a_type),
+        "priors": prior_ratings(adjudication),
+        "form": form if is_open else None,
+        "position": queue["done"] + (1 if is_open else 0),
+        "total": queue["total"],
+        **extra,
+    }
+
+
+@role_required(Role.ADJUDICATOR)
+def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpResponse:
+    adjudication = _own_adjudication(request, adjudication_id)
+    panel = "annotation/adjudication.html#reading-panel" if request.htmx else "annotation/adjudication.html"
+    if request.method == "POST":
+        form = RatingForm(request.POST, task=adjudication.task)
+        if not form.is_valid():
+            return render(request, panel, _adjudication_context(adjudication, form), status=UNPROCESSABLE)
+        try:
+            submit_adjudication(
+                adjudicator=request.user,
+                adjudication_id=adjudication.public_id,
+                rating=form.cleaned_data["rating"],
+                rationale=form.cleaned_data["rationale"],
+                form_token=form.cleaned_data["form_token"],
+            )
+        except AlreadySubmitted:
+            adjudication = _own_adjudication(request, adjudication_id)
+            context = _adjudication_context(adjudication, notice="This example was already adjudicated.")
+            return render(request, panel, context, status=409)
+        except SubmissionRefused as refused:
+            form.add_error(refused.field, str(refused))
+            return render(request, panel, _adjudication_context(adjudication, form), status=UNPROCESSABLE)
+        except NotFound:
+            raise Http404 from None
+        following = adjudication_queue(request.user)["next"]
+        if following is None:
+            if not request.htmx:
+                return redirect("reader_home")
+            response = render(request, "annotation/reading.html#queue-done", {"task_label": "adjudication"})
+            return push_url(response, reverse("reader_home"))
+        if not request.htmx:
+            return redirect("adjudication_page", following.public_id)
+        show_adjudication(following.pk)
+        following = _own_adjudication(request, following.public_id)
+        response = render(request, panel, _adjudication_context(following))
+        return push_url(response, reverse("adjudication_page", args=[following.public_id]))
+    if adjudication.status == AdjudicationStatus.OPEN:
+        show_adjudication(adjudication.pk)
+        adjudication = _own_adjudication(request, adjudication_id)
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, panel, _adjudication_context(adjudication))
+    return render(request, "annotation/adjudication.html", _adjudication_context(adjudication))
