@@ -4,6 +4,7 @@ DATABASE_URL   database (default: SQLite file db.sqlite3 in the project folder)
 SECRET_KEY     required unless DEBUG is on
 DEBUG          off by default
 ALLOWED_HOSTS  comma-separated
+READINGROOM_RELEASES_DIR  where built release zips are kept (default: releases/ in the project)
 """
 
 from pathlib import Path
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "axes",
+    "django_tasks_db",
     "annotation",
     "consensus",
     "exports",
@@ -159,6 +161,11 @@ WHITENOISE_USE_FINDERS = DEBUG
 READINGROOM_IMPORT_MAX_BYTES = env_int("READINGROOM_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+
+# Release builds run outside web requests, on Django's Tasks framework with a database-backed
+# queue: `manage.py db_worker` runs them (bin/demo starts one). Finished zips are kept here.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+RELEASES_DIR = Path(env_str("READINGROOM_RELEASES_DIR", str(BASE_DIR / "releases")))
 
 # Security headers. Production sits behind TLS; the secure defaults follow DEBUG.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)

@@ -6,11 +6,15 @@ from rest_framework.routers import DefaultRouter
 
 from annotation import api as annotation_api
 from consensus import api as consensus_api
+from exports import api as exports_api
 
 router = DefaultRouter()
 router.register("studies", annotation_api.StudyViewSet, basename="study")
 router.register("datasets", annotation_api.DatasetViewSet, basename="dataset")
 router.register("reading", annotation_api.ReadingViewSet, basename="reading")
+# The data manager's API: queue release builds, follow them, download the zip.
+router.register(r"studies/(?P<slug>[^/.]+)/releases", exports_api.StudyReleaseViewSet, basename="study-release")
+router.register("releases", exports_api.ReleaseViewSet, basename="release")
 
 # The coordinator's API (consensus routing): plain views, named api_<what>.
 coordination_api = [
@@ -60,5 +64,6 @@ urlpatterns = [
     path("api/", include(coordination_api)),
     path("api/", include(router.urls)),
     path("", include("consensus.urls")),
+    path("", include("exports.urls")),
     path("", include("annotation.urls")),
 ]

@@ -158,3 +158,21 @@ def rate(assignment, rating: str, rationale: str = "A reason."):
         rationale=rationale,
         form_token=uuid.uuid4(),
     )
+
+
+def rate_open_reads(example: Example, *ratings: str) -> list:
+    """Rate the example's open reads one after another (lowest slot first), through the service.
+
+    After two disagreeing ratings the third read is routed, so three ratings take an example
+    to a majority or a three-way split. Returns the annotations.
+    """
+    from annotation.models import RATINGS_WITHOUT_RATIONALE
+
+    annotations = []
+    for rating in ratings:
+        assignment = example.assignments.open().select_related("reader").order_by("slot").first()
+        assert assignment is not None, f"no open read left on {example} for {rating}"
+        rationale = "" if rating in RATINGS_WITHOUT_RATIONALE else "A reason."
+        annotations.append(rate(assignment, rating, rationale).annotation)
+    example.refresh_from_db()
+    return annotations

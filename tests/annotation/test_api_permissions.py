@@ -30,6 +30,8 @@ USER_KINDS: dict[str, Callable] = {
     "superuser": lambda: make_user(is_superuser=True),
 }
 COORDINATORS = {"coordinator", "superuser"}
+DATA_MANAGERS = {"data manager", "superuser"}
+READERS = {"reader", "superuser"}
 LOGGED_IN = set(USER_KINDS) - {"anonymous", "inactive coordinator"}  # an inactive user's session is anonymous
 NOBODY: set[str] = set()
 
@@ -49,6 +51,13 @@ def _import_file() -> dict:
     return {"file": SimpleUploadedFile("pairs.csv", csv_bytes([csv_row()]), content_type="text/csv")}
 
 
+SOME_ID = "6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b"
+
+
+def _rating() -> dict:
+    return {"rating": "realistic", "rationale": "", "form_token": "0b7e4a52-9c1d-4f3e-8a6b-2d5c7e9f1a3b"}
+
+
 ENDPOINTS = [
     Endpoint("study-list", "get", "/api/studies/", COORDINATORS),
     Endpoint("study-list", "post", "/api/studies/", COORDINATORS, 201, lambda: {"slug": "new-study", "name": "New"}),
@@ -59,6 +68,55 @@ ENDPOINTS = [
     Endpoint("study-pairs", "get", "/api/studies/s1/pairs/", COORDINATORS),
     Endpoint("dataset-list", "get", "/api/datasets/", COORDINATORS),
     Endpoint("dataset-detail", "get", "/api/datasets/mimic-cxr/", COORDINATORS),
+    Endpoint("study-release-list", "get", "/api/studies/s1/releases/", DATA_MANAGERS),
+    Endpoint(
+        "study-release-list", "post", "/api/studies/s1/releases/", DATA_MANAGERS, 202, lambda: {"license_text": "CC0"}
+    ),
+    # No such release: whoever may ask learns only that (404); everyone else is refused first (403).
+    Endpoint("release-detail", "get", f"/api/releases/{SOME_ID}/", DATA_MANAGERS, 404),
+    Endpoint("release-download", "get", f"/api/releases/{SOME_ID}/download/", DATA_MANAGERS, 404),
+    # The coordinator's consensus API on an unsampled study: nothing to show or change, so the
+    # lookups of unknown ids answer 404, bad bodies 400 and an assignment without readers 409.
+    Endpoint("api_study_progress", "get", "/api/studies/s1/progress/", COORDINATORS),
+    Endpoint("api_study_workload", "get", "/api/studies/s1/workload/", COORDINATORS),
+    Endpoint("api_study_unrouted", "get", "/api/studies/s1/unrouted/", COORDINATORS),
+    Endpoint("api_example_detail", "get", f"/api/studies/s1/examples/{SOME_ID}/", COORDINATORS, 404),
+    Endpoint("api_reader_detail", "get", "/api/studies/s1/readers/nobody/", COORDINATORS, 404),
+    Endpoint("api_study_assign", "post", "/api/studies/s1/assign/", COORDINATORS, 409),
+    Endpoint(
+        "api_study_members",
+        "post",
+        "/api/studies/s1/members/",
+        COORDINATORS,
+        400,
+        lambda: {"username": "nobody", "role": "reader"},
+    ),
+    Endpoint(
+        "api_study_assignments",
+        "post",
+        "/api/studies/s1/assignments/",
+        COORDINATORS,
+        400,
+        lambda: {"example": SOME_ID, "reader": "nobody"},
+    ),
+    Endpoint("api_assignment_withdraw", "post", f"/api/assignments/{SOME_ID}/withdraw/", COORDINATORS, 404),
+    Endpoint(
+        "api_assignment_reassign",
+        "post",
+        f"/api/assignments/{SOME_ID}/reassign/",
+        COORDINATORS,
+        404,
+        lambda: {"reader": "nobody"},
+    ),
+    Endpoint(
+        "api_annotation_void", "post", f"/api/annotations/{SOME_ID}/void/", COORDINATORS, 404, lambda: {"reason": "x"}
+    ),
+    # The reader API. Nothing is assigned to these users: an empty queue is a 204, and an
+    # assignment id is a 404 (never theirs), which a reader only gets past the permission check.
+    Endpoint("reading-next", "get", "/api/reading/next/?task=realism", READERS, 204),
+    Endpoint("reading-progress", "get", "/api/reading/progress/", READERS),
+    Endpoint("reading-detail", "get", f"/api/reading/{SOME_ID}/", READERS, 404),
+    Endpoint("reading-rating", "post", f"/api/reading/{SOME_ID}/rating/", READERS, 404, _rating),
     Endpoint("schema", "get", "/api/schema/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/?script=", LOGGED_IN),

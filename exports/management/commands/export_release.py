@@ -10,6 +10,10 @@ from exports.services import ReleaseRefused, build_release
 class Command(BaseCommand):
     help = "Build a study's PhysioNet release folder (task1/task2 CSVs, README.md, LICENSE.txt, SHA256SUMS.txt)."
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs) -> CommandParser:
+        # Our --version (the release's) replaces Django's base --version, which would clash with it.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--study", required=True, help="Study slug.")
         parser.add_argument("--out", required=True, type=Path, help="A new (or empty) folder for the release.")
@@ -29,7 +33,11 @@ class Command(BaseCommand):
         if options["license"]:
             if not options["license"].is_file():
                 raise CommandError(f"{options['license']}: no such licence file.")
-            license_text = options["license"].read_text(encoding="utf-8")
+            try:
+                # Bytes, then decode: read_text() would turn the file's CRLFs into LFs.
+                license_text = options["license"].read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                raise CommandError(f"{options['license']}: not UTF-8 text. Save the licence as UTF-8.") from None
         else:
             license_text = study.license_text
         bar = None

@@ -1,0 +1,403 @@
+"""What a coordinator sees: read-only questions about a study's progress, people and history.
+
+Every function here asks the database a fixed number of questions whatever the size of the
+study (the tests hold the pages and the API to it): counts are aggregated in the database with
+one grouped query, related rows come with select_related. Nothing here writes.
+
+Coordinators are not blinded: these results name readers and say which report is the original.
+Never show them to readers or adjudicators.
+"""
+
+from dataclasses import dataclass, field
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import models
+from django.db.models import Count, Q, QuerySet
+
+from annotation.models import (
+    ACTIVE_ASSIGNMENT,
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    AuditEvent,
+    Example,
+    ExampleState,
+    MemberRole,
+    ReportType,
+    Study,
+    StudyMember,
+    Task,
+)
+from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel
+
+TASK_ORDER = list(Task.values)
+
+
+def _state_counts() -> dict[str, Count]:
+    counts = {state: Count("pk", filter=Q(state=state)) for state in ExampleState.values}
+    counts["unrouted"] = Count("pk", filter=Q(unrouted=True))
+    return counts
+
+
+# --- Progress per task and variation ------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class ProgressRow:
+    """Examples by state in one (task, variation) cell, or summed over a task or the study."""
+
+    variation: str = ""
+    variation_label: str = ""
+    dimension: str = ""
+    waiting: int = 0
+    third_read: int = 0
+    adjudication: int = 0
+    consensus: int = 0
+    unrouted: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.waiting + self.third_read + self.adjudication + self.consensus
+
+    @property
+    def percent_done(self) -> int:
+        """Share of examples with a consensus label, rounded down (100 only when all have one)."""
+        return self.consensus * 100 // self.total if self.total else 0
+
+    def add(self, other: "ProgressRow") -> None:
+        for name in ("waiting", "third_read", "adjudication", "consensus", "unrouted"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(kw_only=True)
+class TaskProgress:
+    task: str
+    variations: list[ProgressRow] = field(default_factory=list)
+    total: ProgressRow = field(default_factory=ProgressRow)
+
+    @property
+    def label(self) -> str:
+        return Task(self.task).label
+
+
+@dataclass(kw_only=True)
+class StudyProgress:
+    tasks: list[TaskProgress]
+    overall: ProgressRow
+
+    @property
+    def unrouted(self) -> int:
+        return self.overall.unrouted
+
+
+def study_progress(study: Study) -> StudyProgress:
+    """Examples by state (and how many wait for an eligible person) per task and variation.
+
+    Two queries. Only (task, variation) cells that hold examples are listed.
+    """
+    cells = (
+        Example.objects.filter(study=study).values("task", "pair__variation_id").annotate(**_state_counts()).order_by()
+    )
+    variations = {v.pk: v for v in study.variations.all()}
+    by_task: dict[str, TaskProgress] = {}
+    overall = ProgressRow()
+    for cell in cells:
+        variation = variations[cell["pair__variation_id"]]
+        row = ProgressRow(
+            variation=variation.key,
+            variation_label=variation.label,
+            dimension=variation.dimension,
+            waiting=cell[ExampleState.WAITING],
+            third_read=cell[ExampleState.THIRD_READ],
+            adjudication=cell[ExampleState.ADJUDICATION],
+            consensus=cell[ExampleState.CONSENSUS],
+            unrouted=cell["unrouted"],
+        )
+        task = by_task.setdefault(cell["task"], TaskProgress(task=cell["task"]))
+        task.variations.append(row)
+        task.total.add(row)
+        overall.add(row)
+    positions = {v.key: (v.position, v.key) for v in variations.values()}
+    for task in by_task.values():
+        task.variations.sort(key=lambda row: positions[row.variation])
+    tasks = sorted(by_task.values(), key=lambda t: TASK_ORDER.index(t.task))
+    return StudyProgress(tasks=tasks, overall=overall)
+
+
+# --- Workload per member --------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class TaskLoad:
+    task: str
+    open: int = 0
+    done: int = 0
+
+    @property
+    def assigned(self) -> int:
+        return self.open + self.done
+
+
+@dataclass(kw_only=True)
+class MemberWorkload:
+    """One person enrolled in a study (as reader, adjudicator or both) and their work in it."""
+
+    user: AbstractBaseUser
+    subspecialty: str = ""
+    roles: list[str] = field(default_factory=list)
+    inactive_roles: list[str] = field(default_factory=list)
+    max_assignments: int | None = None
+    initial_reads: int = 0
+    tasks: list[TaskLoad] = field(default_factory=list)
+    voided: int = 0
+    adjudications_open: int = 0
+    adjudications_done: int = 0
+
+    @property
+    def username(self) -> str:
+        return self.user.get_username()
+
+    @property
+    def full_name(self) -> str:
+        return self.user.get_full_name()
+
+    @property
+    def open(self) -> int:
+        return sum(t.open for t in self.tasks) + self.adjudications_open
+
+    @property
+    def done(self) -> int:
+        return sum(t.done for t in self.tasks) + self.adjudications_done
+
+    @property
+    def assigned(self) -> int:
+        return self.open + self.done
+
+    @property
+    def percent_done(self) -> int:
+        return self.done * 100 // self.assigned if self.assigned else 0
+
+
+def study_workload(study: Study) -> list[MemberWorkload]:
+    """Every member of the study with open and rated work per task, voided ratings and adjudications.
+
+    initial_reads counts active reads in slots 1 and 2: what the member's cap (max_assignments)
+    limits. Three queries.
+    """
+    members = (
+        StudyMember.objects.filter(study=study)
+        .select_related("user", "user__reader_profile")
+        .order_by("user__username", "role")
+    )
+    rows: dict[int, MemberWorkload] = {}
+    for member in members:
+        row = rows.get(member.user_id)
+        if row is None:
+            profile = getattr(member.user, "reader_profile", None)
+            row = rows[member.user_id] = MemberWorkload(
+                user=member.user,
+                subspecialty=profile.get_subspecialty_display() if profile else "",
+                tasks=[TaskLoad(task=task) for task in TASK_ORDER],
+            )
+        (row.roles if member.active else row.inactive_roles).append(member.role)
+        if member.role == MemberRole.READER:
+            row.max_assignments = member.max_assignments
+
+    assignments = (
+        Assignment.objects.filter(example__study=study, reader_id__in=list(rows))
+        .values("reader_id", "example__task")
+        .annotate(
+            open=Count("pk", filter=Q(status=AssignmentStatus.OPEN)),
+            done=Count("pk", filter=Q(status=AssignmentStatus.DONE)),
+            voided=Count("pk", filter=Q(status=AssignmentStatus.VOIDED)),
+            initial=Count("pk", filter=ACTIVE_ASSIGNMENT & Q(slot__in=[1, 2])),
+        )
+        .order_by()
+    )
+    for counts in assignments:
+        row = rows[counts["reader_id"]]
+        load = row.tasks[TASK_ORDER.index(counts["example__task"])]
+        load.open, load.done = counts["open"], counts["done"]
+        row.voided += counts["voided"]
+        row.initial_reads += counts["initial"]
+
+    adjudications = (
+        Adjudication.objects.filter(example__study=study, adjudicator_id__in=list(rows))
+        .values("adjudicator_id")
+        .annotate(
+            open=Count("pk", filter=Q(status=AdjudicationStatus.OPEN)),
+            done=Count("pk", filter=Q(status=AdjudicationStatus.DONE)),
+        )
+        .order_by()
+    )
+    for counts in adjudications:
+        row = rows[counts["adjudicator_id"]]
+        row.adjudications_open, row.adjudications_done = counts["open"], counts["done"]
+    return list(rows.values())
+
+
+def reader_choices(study: Study) -> QuerySet:
+    """Users who may be given reads in the study by hand: its active reader members."""
+    return (
+        get_user_model()
+        .objects.filter(
+            study_memberships__study=study,
+            study_memberships__role=MemberRole.READER,
+            study_memberships__active=True,
+            is_active=True,
+        )
+        .order_by(get_user_model().USERNAME_FIELD)
+    )
+
+
+# --- Examples waiting for an eligible person ------------------------------------------------------
+
+
+class WaitingFor(models.TextChoices):
+    READER = "reader", "a reader"
+    THIRD_READER = "third_reader", "a third reader"
+    ADJUDICATOR = "adjudicator", "an adjudicator"
+
+
+def waiting_for(example: Example) -> str:
+    """Whom an unrouted example waits for (a WaitingFor value), from its state; "" if it waits for nobody."""
+    if not example.unrouted:
+        return ""
+    if example.state == ExampleState.ADJUDICATION:
+        return WaitingFor.ADJUDICATOR
+    if example.state == ExampleState.THIRD_READ:
+        return WaitingFor.THIRD_READER
+    # A void left initial reads to refill and no reader was eligible.
+    return WaitingFor.READER
+
+
+def unrouted_examples(study: Study) -> list[Example]:
+    """Examples that need a third reader, an adjudicator or a reader and found nobody eligible.
+
+    Each carries n_ratings (ratings not voided) and waiting_for (a WaitingFor). One query.
+    """
+    examples = list(
+        Example.objects.filter(study=study, unrouted=True)
+        .select_related("pair__dataset", "pair__variation")
+        .annotate(n_ratings=Count("annotations", filter=Q(annotations__voided_at__isnull=True)))
+        .order_by("task", "pair__dataset__key", "pair__variation__position", "pair__source_study_id", "report_type")
+    )
+    for example in examples:
+        example.waiting_for = waiting_for(example)
+    return examples
+
+
+# --- One example ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportText:
+    report_type: str
+    findings: str
+    impression: str
+
+    @property
+    def label(self) -> str:
+        return ReportType(self.report_type).label
+
+
+@dataclass(kw_only=True)
+class ExampleDetail:
+    example: Example
+    assignments: list[Assignment]
+    annotations: list[Annotation]
+    adjudications: list[Adjudication]
+    consensus: ConsensusLabel | None
+    history: list[AuditEvent]
+
+    @property
+    def reports(self) -> list[ReportText]:
+        """The report(s) the readers rate: one for Task 1, both for Task 2."""
+        pair = self.example.pair
+        types = [self.example.report_type] if self.example.report_type else list(ReportType.values)
+        return [ReportText(t, *pair.report(t)) for t in types]
+
+    @property
+    def waiting_for(self) -> str:
+        return waiting_for(self.example)
+
+    @property
+    def waiting_for_label(self) -> str:
+        return WaitingFor(self.waiting_for).label if self.waiting_for else ""
+
+
+def study_examples(study: Study) -> QuerySet:
+    """The study's examples with what example_detail() reads of them; look one up by public_id."""
+    return Example.objects.filter(study=study).select_related("pair__dataset", "pair__variation", "consensus")
+
+
+def example_detail(example: Example) -> ExampleDetail:
+    """Everything about one example, voided ratings included, and its audit history.
+
+    Expects an example from study_examples(); four more queries.
+    """
+    try:
+        consensus = example.consensus
+    except ConsensusLabel.DoesNotExist:
+        consensus = None
+    return ExampleDetail(
+        example=example,
+        assignments=list(
+            example.assignments.select_related("reader", "annotation").order_by("slot", "created_at", "pk")
+        ),
+        annotations=list(example.annotations.select_related("reader", "voided_by", "assignment").order_by("pk")),
+        adjudications=list(example.adjudications.select_related("adjudicator").order_by("pk")),
+        consensus=consensus,
+        history=list(example.audit_events.select_related("actor", "subject").order_by("created_at", "pk")),
+    )
+
+
+# --- One reader -------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class ReaderDetail:
+    user: AbstractBaseUser
+    memberships: list[StudyMember]
+    assignments: list[Assignment]
+    adjudications: list[Adjudication]
+    history: list[AuditEvent]
+
+    @property
+    def subspecialty(self) -> str:
+        profile = getattr(self.user, "reader_profile", None)
+        return profile.get_subspecialty_display() if profile else ""
+
+
+def study_members(study: Study) -> QuerySet:
+    """Users enrolled in the study in any role (active or not); look one up by username."""
+    user_model = get_user_model()
+    return user_model.objects.filter(pk__in=StudyMember.objects.filter(study=study).values("user_id")).select_related(
+        "reader_profile"
+    )
+
+
+def reader_detail(study: Study, user: AbstractBaseUser) -> ReaderDetail:
+    """One member's memberships, assignments and adjudications in the study, and the audit events
+    that concern them (subject = them, whoever the actor). Four queries."""
+    examples = ("example__pair__dataset", "example__pair__variation")
+    return ReaderDetail(
+        user=user,
+        memberships=list(StudyMember.objects.filter(study=study, user=user).order_by("role")),
+        assignments=list(
+            Assignment.objects.filter(example__study=study, reader=user)
+            .select_related(*examples, "reader", "annotation")
+            .order_by("example__task", "created_at", "pk")
+        ),
+        adjudications=list(
+            Adjudication.objects.filter(example__study=study, adjudicator=user)
+            .select_related(*examples, "adjudicator")
+            .order_by("created_at", "pk")
+        ),
+        history=list(
+            AuditEvent.objects.filter(study=study, subject=user)
+            .select_related("actor", "subject", "example")
+            .order_by("created_at", "pk")
+        ),
+    )

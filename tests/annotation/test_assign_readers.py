@@ -1,0 +1,399 @@
+"""Automatic assignment: assign_readers gives every sampled example its two initial readers."""
+
+import math
+from collections import Counter, defaultdict
+
+import pytest
+from django.db import transaction
+
+from annotation.models import (
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
+    Example,
+    MemberRole,
+    Rating,
+    ReportType,
+    Role,
+    Study,
+    StudyMember,
+    Task,
+)
+from annotation.services import QueueRefused, assign_readers
+from consensus.services import void_annotation
+from tests.factories import make_reading_study, make_user, rate
+
+pytestmark = pytest.mark.django_db
+
+SEED = 20260419
+
+
+class Rollback(Exception):
+    """Raised to undo a block of work inside a test."""
+
+
+def _study(*, pairs: int, readers: int, keep_versions_apart: bool = True, seed: int = SEED):
+    """A sampled study with enrolled readers and nothing assigned yet, with a fixed seed."""
+    study, reader_users, _ = make_reading_study(
+        pairs=pairs, readers=readers, adjudicators=0, keep_versions_apart=keep_versions_apart, assign=False
+    )
+    Study.objects.filter(pk=study.pk).update(seed=seed)
+    study.refresh_from_db()
+    return study, reader_users
+
+
+def _initial_counts(study, readers, task: str) -> list[int]:
+    """How many initial reads (slots 1 and 2) of one task each reader has."""
+    counts = Counter(
+        Assignment.objects.filter(example__study=study, example__task=task, slot__in=[1, 2]).values_list(
+            "reader_id", flat=True
+        )
+    )
+    return [counts[reader.pk] for reader in readers]
+
+
+def _queue(study, reader) -> list[Assignment]:
+    return list(
+        Assignment.objects.filter(example__study=study, reader=reader)
+        .select_related("example")
+        .order_by("queue_order", "pk")
+    )
+
+
+def _snapshot(study) -> dict[tuple[int, int], tuple[int, int]]:
+    """(reader, example) -> (slot, queue_order) of every assignment of the study."""
+    return {
+        (reader_id, example_id): (slot, queue_order)
+        for reader_id, example_id, slot, queue_order in Assignment.objects.filter(example__study=study).values_list(
+            "reader_id", "example_id", "slot", "queue_order"
+        )
+    }
+
+
+def test_every_sampled_example_gets_two_distinct_readers_in_slots_1_and_2(coordinator):
+    study, _ = _study(pairs=6, readers=5)
+    report = assign_readers(study, actor=coordinator)
+
+    examples = list(Example.objects.filter(study=study))
+    assert len(examples) == 18
+    for example in examples:
+        assignments = list(example.assignments.order_by("slot"))
+        assert [a.slot for a in assignments] == [1, 2]
+        assert assignments[0].reader_id != assignments[1].reader_id
+        assert {a.status for a in assignments} == {AssignmentStatus.OPEN}
+    assert (report.assigned, report.unfilled, report.notes) == (36, 0, [])
+
+
+@pytest.mark.parametrize(
+    ("readers", "pairs", "keep_versions_apart"),
+    [
+        (4, 1, True),
+        (4, 3, True),
+        (4, 10, True),
+        (5, 1, True),
+        (5, 5, True),
+        (5, 12, True),
+        (7, 2, True),
+        (7, 7, True),
+        (7, 13, True),
+        (2, 5, False),
+        (3, 4, False),
+        (4, 7, False),
+        (5, 9, False),
+        (7, 11, False),
+    ],
+)
+def test_without_caps_the_per_task_counts_differ_by_at_most_one(coordinator, readers, pairs, keep_versions_apart):
+    study, reader_users = _study(pairs=pairs, readers=readers, keep_versions_apart=keep_versions_apart)
+    report = assign_readers(study, actor=coordinator)
+
+    assert report.unfilled == 0
+    for task, reads_per_pair in ((Task.REALISM, 4), (Task.EQUIVALENCE, 2)):
+        counts = _initial_counts(study, reader_users, task)
+        assert sum(counts) == reads_per_pair * pairs
+        assert max(counts) - min(counts) <= 1, (task, counts)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize(("readers", "pairs"), [(5, 5), (6, 3), (7, 7)])
+def test_the_balance_holds_whatever_the_study_seed(coordinator, readers, pairs, seed):
+    # Pinned after a bug: filling the two Task 1 versions of a pair at different times let the
+    # counts drift apart by 2 for some seeds when the versions are kept apart.
+    study, reader_users = _study(pairs=pairs, readers=readers, seed=seed)
+    assign_readers(study, actor=coordinator)
+    for task in Task.values:
+        counts = _initial_counts(study, reader_users, task)
+        assert max(counts) - min(counts) <= 1, (task, counts)
+
+
+@pytest.mark.parametrize(("readers", "pairs"), [(4, 6), (5, 7), (7, 9)])
+def test_with_equal_caps_that_suffice_the_counts_stay_balanced(coordinator, readers, pairs):
+    study, reader_users = _study(pairs=pairs, readers=readers)
+    # Just enough for a balanced share of both tasks.
+    cap = math.ceil(4 * pairs / readers) + math.ceil(2 * pairs / readers)
+    StudyMember.objects.filter(study=study).update(max_assignments=cap)
+
+    report = assign_readers(study, actor=coordinator)
+
+    assert report.unfilled == 0
+    for task in Task.values:
+        counts = _initial_counts(study, reader_users, task)
+        assert max(counts) - min(counts) <= 1, (task, counts)
+
+
+def test_caps_are_honoured_and_the_shortfall_is_reported(coordinator):
+    study, reader_users = _study(pairs=5, readers=3)
+    StudyMember.objects.filter(study=study).update(max_assignments=2)
+
+    report = assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+
+    assert _initial_counts(study, reader_users, Task.EQUIVALENCE) == [2, 2, 2]
+    # Five Task 2 examples need ten reads; three readers capped at two can take six.
+    assert (report.assigned, report.unfilled) == (6, 4)
+    assert Assignment.objects.filter(example__study=study).count() == 6
+    assert len(report.notes) == 1
+    assert "caps" in report.notes[0]
+    assert "4 reads could not be assigned" in report.summary
+    assert report.as_dict()["unfilled"] == 4
+
+
+def test_a_capped_reader_stops_at_the_cap_and_the_others_take_the_rest(coordinator):
+    study, reader_users = _study(pairs=4, readers=5)
+    capped = reader_users[0]
+    StudyMember.objects.filter(study=study, user=capped).update(max_assignments=2)
+
+    report = assign_readers(study, actor=coordinator)
+
+    assert Assignment.objects.filter(reader=capped).count() == 2
+    assert (report.assigned, report.unfilled, report.notes) == (24, 0, [])
+
+
+def test_the_cap_counts_the_initial_reads_a_reader_already_has(coordinator):
+    study, reader_users = _study(pairs=2, readers=5, keep_versions_apart=False)
+    assign_readers(study, actor=coordinator, tasks=[Task.REALISM])
+    busiest = max(reader_users, key=lambda r: Assignment.objects.filter(reader=r).count())
+    already = Assignment.objects.filter(reader=busiest).count()
+    StudyMember.objects.filter(study=study, user=busiest).update(max_assignments=already)
+
+    report = assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+
+    assert Assignment.objects.filter(reader=busiest).count() == already
+    assert not Assignment.objects.filter(reader=busiest, example__task=Task.EQUIVALENCE).exists()
+    assert report.unfilled == 0
+
+
+def test_it_never_gives_a_reader_the_same_example_twice(coordinator):
+    study, (first_reader, second_reader) = _study(pairs=1, readers=2, keep_versions_apart=False)
+    assign_readers(study, actor=coordinator)
+    example = Example.objects.get(study=study, task=Task.EQUIVALENCE)
+    first, second = example.assignments.order_by("slot")
+    rate(first, Rating.EQUIVALENT, "")
+    rate(second, Rating.EQUIVALENT, "")
+    void_annotation(first.annotation.public_id, actor=coordinator, reason="Rated the wrong case.")
+
+    # The voided slot is free again, but its reader had the example and the other reader has it.
+    report = assign_readers(study, actor=coordinator)
+
+    assert report.assigned == 0
+    assert report.unfilled == 1
+    assert list(example.assignments.filter(reader=first.reader).values_list("status", flat=True)) == [
+        AssignmentStatus.VOIDED
+    ]
+    for reader in (first_reader, second_reader):
+        example_ids = list(Assignment.objects.filter(reader=reader).values_list("example_id", flat=True))
+        assert len(example_ids) == len(set(example_ids))
+
+
+@pytest.mark.parametrize("readers", [4, 5, 7])
+def test_it_never_gives_a_reader_both_versions_of_a_pair(coordinator, readers):
+    study, _ = _study(pairs=12, readers=readers)
+    assign_readers(study, actor=coordinator)
+
+    versions = Counter(
+        Assignment.objects.filter(example__study=study, example__task=Task.REALISM).values_list(
+            "reader_id", "example__pair_id"
+        )
+    )
+    assert versions
+    assert max(versions.values()) == 1
+
+
+@pytest.mark.parametrize("readers", [2, 3])
+def test_with_fewer_than_four_readers_it_cannot_keep_versions_apart_and_assigns_nothing(coordinator, readers):
+    study, _ = _study(pairs=3, readers=readers)
+
+    with pytest.raises(QueueRefused, match="at least 4 readers") as refused:
+        assign_readers(study, actor=coordinator)
+
+    assert "keep versions apart" in str(refused.value)
+    assert not Assignment.objects.filter(example__study=study).exists()
+    assert not AuditEvent.objects.filter(study=study, action=AuditAction.ASSIGNED).exists()
+
+
+def test_task_2_alone_needs_only_two_readers_when_versions_are_kept_apart(coordinator):
+    study, _ = _study(pairs=3, readers=3)
+    report = assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+    assert (report.assigned, report.unfilled) == (6, 0)
+    assert not Assignment.objects.filter(example__study=study, example__task=Task.REALISM).exists()
+
+
+@pytest.mark.parametrize("readers", [2, 3])
+def test_with_versions_not_kept_apart_two_or_three_readers_are_enough(coordinator, readers):
+    study, reader_users = _study(pairs=4, readers=readers, keep_versions_apart=False)
+    report = assign_readers(study, actor=coordinator)
+    assert (report.assigned, report.unfilled) == (24, 0)
+    for example in Example.objects.filter(study=study):
+        assert example.assignments.count() == 2
+    assert {a.reader_id for a in Assignment.objects.all()} == {r.pk for r in reader_users}
+
+
+@pytest.mark.parametrize("readers", [0, 1])
+@pytest.mark.parametrize("tasks", [None, [Task.EQUIVALENCE]])
+def test_fewer_than_two_readers_are_refused(coordinator, readers, tasks):
+    study, _ = _study(pairs=2, readers=readers, keep_versions_apart=False)
+    with pytest.raises(QueueRefused, match="2 distinct readers"):
+        assign_readers(study, actor=coordinator, tasks=tasks)
+    assert not Assignment.objects.exists()
+
+
+def test_running_it_twice_assigns_nothing_more_the_second_time(coordinator):
+    study, _ = _study(pairs=5, readers=5)
+    first = assign_readers(study, actor=coordinator)
+    before = _snapshot(study)
+    audit_rows = AuditEvent.objects.filter(study=study).count()
+
+    second = assign_readers(study, actor=coordinator)
+
+    assert first.assigned == 30
+    assert (second.assigned, second.unfilled, second.notes) == (0, 0, [])
+    assert _snapshot(study) == before
+    assert AuditEvent.objects.filter(study=study).count() == audit_rows
+
+
+def test_task_1_and_task_2_can_be_assigned_separately(coordinator):
+    study, reader_users = _study(pairs=5, readers=5)
+
+    task1 = assign_readers(study, actor=coordinator, tasks=[Task.REALISM])
+    assert task1.assigned == 20
+    assert set(Assignment.objects.values_list("example__task", flat=True)) == {Task.REALISM}
+
+    task2 = assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+    assert task2.assigned == 10
+    for example in Example.objects.filter(study=study):
+        assert example.assignments.count() == 2
+    for task in Task.values:
+        counts = _initial_counts(study, reader_users, task)
+        assert max(counts) - min(counts) <= 1
+
+
+def test_a_readers_queue_is_in_neither_pair_order_nor_creation_order(coordinator):
+    study, reader_users = _study(pairs=40, readers=2, keep_versions_apart=False)
+    assign_readers(study, actor=coordinator)
+
+    for reader in reader_users:
+        queue = _queue(study, reader)
+        assert len(queue) == 120
+        pair_order = [a.example.pair_id for a in queue]
+        creation_order = [a.pk for a in queue]
+        assert pair_order != sorted(pair_order)
+        assert creation_order != sorted(creation_order)
+        # Not merely a rotation or a reversal either: about half of all pairs of positions are out of order.
+        for sequence in (pair_order, creation_order):
+            n = len(sequence)
+            inversions = sum(sequence[i] > sequence[j] for i in range(n) for j in range(i + 1, n))
+            assert 0.3 < inversions / (n * (n - 1) / 2) < 0.7
+
+
+def test_the_two_versions_of_a_pair_follow_no_pattern_in_a_queue(coordinator):
+    study, reader_users = _study(pairs=40, readers=2, keep_versions_apart=False)
+    assign_readers(study, actor=coordinator)
+
+    for reader in reader_users:
+        position: dict[int, dict[str, int]] = defaultdict(dict)
+        for index, assignment in enumerate(_queue(study, reader)):
+            if assignment.example.task == Task.REALISM:
+                position[assignment.example.pair_id][assignment.example.report_type] = index
+        assert len(position) == 40
+        original_first = sum(p[ReportType.ORIGINAL] < p[ReportType.ALTERNATIVE] for p in position.values())
+        gaps = [abs(p[ReportType.ORIGINAL] - p[ReportType.ALTERNATIVE]) for p in position.values()]
+        assert 5 < original_first < 35
+        assert sum(gap == 1 for gap in gaps) < 8
+        assert len(set(gaps)) > 10
+
+
+def test_the_queue_order_is_reproducible_from_the_study_seed(coordinator):
+    study, _ = _study(pairs=6, readers=5)
+    snapshots = []
+    for _ in range(2):
+        with pytest.raises(Rollback), transaction.atomic():
+            assign_readers(study, actor=coordinator)
+            snapshots.append(_snapshot(study))
+            raise Rollback
+    assert not Assignment.objects.exists()
+    assert snapshots[0] == snapshots[1]
+    assert len(snapshots[0]) == 36
+
+    Study.objects.filter(pk=study.pk).update(seed=SEED + 1)
+    study.refresh_from_db()
+    assign_readers(study, actor=coordinator)
+    reseeded = _snapshot(study)
+    assert reseeded != snapshots[0]
+    shared = set(reseeded) & set(snapshots[0])
+    assert any(reseeded[key][1] != snapshots[0][key][1] for key in shared)
+
+
+def test_every_assignment_has_one_assigned_audit_row_by_the_coordinator(coordinator):
+    study, _ = _study(pairs=3, readers=4)
+    assign_readers(study, actor=coordinator)
+
+    events = list(AuditEvent.objects.filter(study=study, action=AuditAction.ASSIGNED))
+    assignments = list(Assignment.objects.filter(example__study=study))
+    assert len(events) == len(assignments) == 18
+    by_assignment = {event.after["assignment"]: event for event in events}
+    for assignment in assignments:
+        event = by_assignment[str(assignment.public_id)]
+        assert event.actor == coordinator
+        assert event.subject_id == assignment.reader_id
+        assert event.example_id == assignment.example_id
+        assert event.after["slot"] == assignment.slot
+        assert event.after["how"] == "automatic"
+
+
+def test_people_who_cannot_read_get_nothing_and_do_not_count(coordinator):
+    study, reader_users = _study(pairs=3, readers=3)
+    removed = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=removed, role=MemberRole.READER, active=False)
+    without_role = make_user(Role.COORDINATOR)
+    StudyMember.objects.create(study=study, user=without_role, role=MemberRole.READER)
+    deactivated = make_user(Role.READER, is_active=False)
+    StudyMember.objects.create(study=study, user=deactivated, role=MemberRole.READER)
+    adjudicator = make_user(Role.READER, Role.ADJUDICATOR)
+    StudyMember.objects.create(study=study, user=adjudicator, role=MemberRole.ADJUDICATOR)
+    not_a_member = make_user(Role.READER)
+
+    # Seven people around the study, but only three may read: too few to keep versions apart.
+    with pytest.raises(QueueRefused, match="has 3"):
+        assign_readers(study, actor=coordinator)
+
+    report = assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+    assert report.unfilled == 0
+    readers_used = set(Assignment.objects.values_list("reader_id", flat=True))
+    assert readers_used == {r.pk for r in reader_users}
+    for user in (removed, without_role, deactivated, adjudicator, not_a_member):
+        assert not Assignment.objects.filter(reader=user).exists()
+
+
+def test_a_reader_removed_from_the_study_gets_nothing_more(coordinator):
+    study, reader_users = _study(pairs=4, readers=5)
+    assign_readers(study, actor=coordinator, tasks=[Task.REALISM])
+    leaving = reader_users[0]
+    had = Assignment.objects.filter(reader=leaving).count()
+    assert had > 0
+    StudyMember.objects.filter(study=study, user=leaving).update(active=False)
+
+    report = assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+
+    assert (report.assigned, report.unfilled) == (8, 0)
+    assert Assignment.objects.filter(reader=leaving).count() == had
+    assert not Assignment.objects.filter(reader=leaving, example__task=Task.EQUIVALENCE).exists()

@@ -1,0 +1,398 @@
+"""Queues by hand: assign_example, withdraw_assignment, reassign_assignment and add_study_member."""
+
+import uuid
+
+import pytest
+
+from annotation.models import (
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
+    Example,
+    ExampleState,
+    MemberRole,
+    Rating,
+    ReportType,
+    Role,
+    StudyMember,
+    Task,
+)
+from annotation.services import (
+    QueueRefused,
+    add_study_member,
+    assign_example,
+    assign_readers,
+    reassign_assignment,
+    withdraw_assignment,
+)
+from consensus.services import void_annotation
+from tests.factories import make_reading_study, make_user, rate
+
+pytestmark = pytest.mark.django_db
+
+
+def _task2(study) -> Example:
+    return Example.objects.get(study=study, task=Task.EQUIVALENCE)
+
+
+def _version(study, report_type: str) -> Example:
+    return Example.objects.get(study=study, task=Task.REALISM, report_type=report_type)
+
+
+def _disagree(example) -> None:
+    """The two initial reads of a Task 2 example disagree: it needs a third read."""
+    first, second = example.assignments.filter(slot__in=[1, 2]).order_by("slot")
+    rate(first, Rating.EQUIVALENT, "")
+    rate(second, Rating.MAJOR_DISCREPANCY, "The effusion is missing.")
+    example.refresh_from_db()
+    assert example.state == ExampleState.THIRD_READ
+
+
+# --- assign_example ---------------------------------------------------------------------------
+
+
+def test_it_puts_the_example_in_the_first_free_slot(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=4, assign=False)
+    example = _task2(study)
+
+    first = assign_example(example.public_id, readers[0], actor=coordinator)
+    second = assign_example(example.public_id, readers[1], actor=coordinator)
+
+    assert (first.slot, first.reader, first.status) == (1, readers[0], AssignmentStatus.OPEN)
+    assert (second.slot, second.reader) == (2, readers[1])
+    event = AuditEvent.objects.get(action=AuditAction.ASSIGNED, subject=readers[0])
+    assert event.actor == coordinator
+    assert event.example == example
+    assert event.after == {"assignment": str(first.public_id), "slot": 1, "how": "by hand"}
+
+
+def test_it_fills_the_slot_a_withdrawal_freed(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=4, assign=False)
+    example = _task2(study)
+    first = assign_example(example.public_id, readers[0], actor=coordinator)
+    assign_example(example.public_id, readers[1], actor=coordinator)
+    withdraw_assignment(first.public_id, actor=coordinator)
+
+    replacement = assign_example(example.public_id, readers[2], actor=coordinator)
+
+    assert replacement.slot == 1
+
+
+def test_it_refuses_a_reader_who_already_has_the_example(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=4, assign=False)
+    example = _task2(study)
+    assign_example(example.public_id, readers[0], actor=coordinator)
+
+    with pytest.raises(QueueRefused, match="never gets it twice"):
+        assign_example(example.public_id, readers[0], actor=coordinator)
+
+    assert example.assignments.count() == 1
+
+
+def test_it_refuses_a_reader_whose_rating_of_the_example_was_voided(coordinator):
+    study, (first_reader, _), _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    example = _task2(study)
+    first, second = example.assignments.order_by("slot")
+    rate(first, Rating.EQUIVALENT, "")
+    rate(second, Rating.EQUIVALENT, "")
+    void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
+    example.refresh_from_db()
+    assert example.unrouted  # a slot is free and nobody is eligible
+
+    with pytest.raises(QueueRefused, match=r"already has \(or had\)"):
+        assign_example(example.public_id, first_reader, actor=coordinator)
+
+    assert example.assignments.filter(reader=first_reader).count() == 1
+
+
+def test_it_refuses_someone_who_is_not_an_active_reader_of_the_study(coordinator):
+    study, _, adjudicators = make_reading_study(pairs=1, readers=4, assign=False)
+    example = _task2(study)
+    outsider = make_user(Role.READER)
+    removed = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=removed, role=MemberRole.READER, active=False)
+
+    for person in (outsider, removed, adjudicators[0]):
+        with pytest.raises(QueueRefused, match="not an active reader"):
+            assign_example(example.public_id, person, actor=coordinator)
+
+    assert not example.assignments.exists()
+
+
+def test_it_refuses_an_unknown_example(coordinator, reader):
+    with pytest.raises(QueueRefused, match="No such example"):
+        assign_example(uuid.uuid4(), reader, actor=coordinator)
+
+
+def test_it_refuses_the_other_version_when_versions_are_kept_apart(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=4, assign=False)
+    assign_example(_version(study, ReportType.ORIGINAL).public_id, readers[0], actor=coordinator)
+    alternative = _version(study, ReportType.ALTERNATIVE)
+
+    with pytest.raises(QueueRefused, match="other version"):
+        assign_example(alternative.public_id, readers[0], actor=coordinator)
+
+    assert not alternative.assignments.exists()
+    # Task 2 of the same pair is not "the other version".
+    assert assign_example(_task2(study).public_id, readers[0], actor=coordinator).slot == 1
+
+
+def test_it_gives_both_versions_when_the_study_does_not_keep_them_apart(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False, assign=False)
+    assign_example(_version(study, ReportType.ORIGINAL).public_id, readers[0], actor=coordinator)
+    assignment = assign_example(_version(study, ReportType.ALTERNATIVE).public_id, readers[0], actor=coordinator)
+    assert assignment.slot == 1
+
+
+def test_it_refuses_when_the_example_already_has_its_readers(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+
+    with pytest.raises(QueueRefused, match="all the readers it needs"):
+        assign_example(example.public_id, newcomer, actor=coordinator)
+
+    # Nor is a second third read possible while one is open.
+    _disagree(example)
+    third = example.assignments.get(slot=3)
+    spare = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    with pytest.raises(QueueRefused, match="all the readers it needs"):
+        assign_example(example.public_id, spare, actor=coordinator)
+
+    # Nor once it has its consensus.
+    rate(third, Rating.EQUIVALENT, "")
+    example.refresh_from_db()
+    assert example.state == ExampleState.CONSENSUS
+    with pytest.raises(QueueRefused, match="all the readers it needs"):
+        assign_example(example.public_id, spare, actor=coordinator)
+    assert example.assignments.count() == 3
+
+
+def test_on_an_unrouted_third_read_it_fills_slot_3_and_clears_unrouted(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    example = _task2(study)
+    _disagree(example)
+    assert example.unrouted
+    # Enrolled directly, so no routing runs: the coordinator assigns by hand.
+    newcomer = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+
+    assignment = assign_example(example.public_id, newcomer, actor=coordinator)
+
+    assert assignment.slot == 3
+    example.refresh_from_db()
+    assert not example.unrouted
+    assert example.state == ExampleState.THIRD_READ
+    rate(assignment, Rating.EQUIVALENT, "")
+    assert Example.objects.get(pk=example.pk).state == ExampleState.CONSENSUS
+
+
+# --- withdraw_assignment -------------------------------------------------------------------
+
+
+def test_withdrawing_deletes_an_open_assignment_and_audits_it(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=4)
+    example = _task2(study)
+    assignment = example.assignments.get(slot=2)
+
+    returned = withdraw_assignment(assignment.public_id, actor=coordinator)
+
+    assert returned == example
+    assert not Assignment.objects.filter(pk=assignment.pk).exists()
+    event = AuditEvent.objects.get(action=AuditAction.WITHDRAWN)
+    assert event.actor == coordinator
+    assert event.subject == assignment.reader
+    assert event.example == example
+    assert event.before == {"assignment": str(assignment.public_id), "slot": 2}
+    example.refresh_from_db()
+    assert (example.state, example.unrouted) == (ExampleState.WAITING, False)
+
+
+def test_a_rated_assignment_cannot_be_withdrawn(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=4)
+    assignment = _task2(study).assignments.get(slot=1)
+    rate(assignment, Rating.EQUIVALENT, "")
+
+    with pytest.raises(QueueRefused, match="void the rating instead"):
+        withdraw_assignment(assignment.public_id, actor=coordinator)
+
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.DONE
+    assert not AuditEvent.objects.filter(action=AuditAction.WITHDRAWN).exists()
+
+
+def test_withdrawing_an_unknown_assignment_is_refused(coordinator):
+    with pytest.raises(QueueRefused, match="No such assignment"):
+        withdraw_assignment(uuid.uuid4(), actor=coordinator)
+
+
+def test_withdrawing_a_needed_third_read_lists_the_example_as_unrouted(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    _disagree(example)
+    third = example.assignments.get(slot=3)
+    assert not example.unrouted
+
+    withdraw_assignment(third.public_id, actor=coordinator)
+
+    example.refresh_from_db()
+    assert example.unrouted
+    assert example.state == ExampleState.THIRD_READ
+    assert not example.assignments.filter(slot=3).exists()
+
+
+# --- reassign_assignment -------------------------------------------------------------------
+
+
+def test_reassigning_moves_an_initial_read_to_the_new_reader_in_the_same_slot(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    old = example.assignments.get(slot=2)
+    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+
+    new = reassign_assignment(old.public_id, newcomer, actor=coordinator)
+
+    assert (new.example, new.reader, new.slot, new.status) == (example, newcomer, 2, AssignmentStatus.OPEN)
+    assert not Assignment.objects.filter(pk=old.pk).exists()
+    withdrawn = AuditEvent.objects.get(action=AuditAction.WITHDRAWN)
+    assert (withdrawn.subject, withdrawn.actor) == (old.reader, coordinator)
+    assigned = AuditEvent.objects.get(action=AuditAction.ASSIGNED, subject=newcomer, example=example)
+    assert assigned.after["assignment"] == str(new.public_id)
+
+
+def test_reassigning_a_third_read_keeps_it_in_slot_3(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    _disagree(example)
+    old = example.assignments.get(slot=3)
+    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+
+    new = reassign_assignment(old.public_id, newcomer, actor=coordinator)
+
+    assert (new.reader, new.slot) == (newcomer, 3)
+    example.refresh_from_db()
+    assert not example.unrouted
+
+
+@pytest.mark.parametrize("who", ["has_the_example", "not_a_member", "has_the_other_version"])
+def test_reassigning_to_a_refused_reader_changes_nothing(coordinator, who):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    example = _version(study, ReportType.ORIGINAL)
+    old = example.assignments.get(slot=1)
+    if who == "has_the_example":
+        target = example.assignments.get(slot=2).reader
+    elif who == "not_a_member":
+        target = make_user(Role.READER)
+    else:
+        target = _version(study, ReportType.ALTERNATIVE).assignments.first().reader
+    before = set(example.assignments.values_list("pk", "reader_id", "slot", "status"))
+    audit_rows = AuditEvent.objects.count()
+
+    with pytest.raises(QueueRefused):
+        reassign_assignment(old.public_id, target, actor=coordinator)
+
+    still = Assignment.objects.get(pk=old.pk)
+    assert (still.reader_id, still.slot, still.status, still.public_id) == (
+        old.reader_id,
+        1,
+        AssignmentStatus.OPEN,
+        old.public_id,
+    )
+    assert set(example.assignments.values_list("pk", "reader_id", "slot", "status")) == before
+    assert AuditEvent.objects.count() == audit_rows
+
+
+def test_a_refused_reassignment_of_a_third_read_leaves_it_routed(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    _disagree(example)
+    third = example.assignments.get(slot=3)
+    first_reader = example.assignments.get(slot=1).reader
+
+    with pytest.raises(QueueRefused):
+        reassign_assignment(third.public_id, first_reader, actor=coordinator)
+
+    assert Assignment.objects.filter(pk=third.pk, status=AssignmentStatus.OPEN).exists()
+    example.refresh_from_db()
+    assert not example.unrouted
+
+
+def test_a_rated_assignment_cannot_be_reassigned(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    assignment = example.assignments.get(slot=1)
+    rate(assignment, Rating.EQUIVALENT, "")
+    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+
+    with pytest.raises(QueueRefused):
+        reassign_assignment(assignment.public_id, newcomer, actor=coordinator)
+
+    assert Assignment.objects.get(pk=assignment.pk).status == AssignmentStatus.DONE
+    assert not Assignment.objects.filter(reader=newcomer, example=example).exists()
+
+
+# --- add_study_member ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("roles", "member_role"),
+    [((), MemberRole.READER), ((Role.COORDINATOR,), MemberRole.READER), ((Role.READER,), MemberRole.ADJUDICATOR)],
+)
+def test_adding_a_member_requires_the_user_to_hold_the_role(coordinator, study, roles, member_role):
+    user = make_user(*roles)
+
+    with pytest.raises(QueueRefused, match="role"):
+        add_study_member(study, user, member_role, actor=coordinator)
+
+    assert not StudyMember.objects.filter(study=study).exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_adding_a_member_is_audited(coordinator, study, reader):
+    member = add_study_member(study, reader, MemberRole.READER, actor=coordinator, max_assignments=40)
+
+    assert (member.user, member.role, member.active, member.max_assignments) == (
+        reader,
+        MemberRole.READER,
+        True,
+        40,
+    )
+    event = AuditEvent.objects.get(action=AuditAction.MEMBER_ADDED)
+    assert (event.study, event.actor, event.subject) == (study, coordinator, reader)
+    assert event.before == {}
+    assert event.after == {"role": MemberRole.READER, "active": True, "max_assignments": 40}
+
+
+def test_re_activating_a_member_updates_the_cap_and_audits_the_change(coordinator, study, reader):
+    old = StudyMember.objects.create(study=study, user=reader, role=MemberRole.READER, active=False, max_assignments=3)
+
+    member = add_study_member(study, reader, MemberRole.READER, actor=coordinator, max_assignments=10)
+
+    assert member.pk == old.pk
+    assert StudyMember.objects.filter(study=study, user=reader).count() == 1
+    member.refresh_from_db()
+    assert (member.active, member.max_assignments) == (True, 10)
+    event = AuditEvent.objects.get(action=AuditAction.MEMBER_CHANGED)
+    assert event.before == {"active": False, "max_assignments": 3}
+    assert event.after == {"role": MemberRole.READER, "active": True, "max_assignments": 10}
+    assert not AuditEvent.objects.filter(action=AuditAction.MEMBER_ADDED).exists()
+
+
+def test_re_activating_a_removed_reader_routes_the_examples_waiting_for_one(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=3, keep_versions_apart=False, assign=False)
+    returning = readers[2]
+    StudyMember.objects.filter(study=study, user=returning).update(active=False)
+    assign_readers(study, actor=coordinator)
+    example = _task2(study)
+    _disagree(example)
+    assert example.unrouted
+
+    add_study_member(study, returning, MemberRole.READER, actor=coordinator)
+
+    example.refresh_from_db()
+    assert not example.unrouted
+    third = example.assignments.get(slot=3)
+    assert third.reader == returning
+    routed = AuditEvent.objects.get(action=AuditAction.THIRD_READ_ROUTED, example=example)
+    assert (routed.actor, routed.subject) == (coordinator, returning)

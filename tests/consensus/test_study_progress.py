@@ -1,0 +1,201 @@
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from annotation.models import Example, Rating, Role, Task
+from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+pytestmark = pytest.mark.django_db
+
+
+def _url(study) -> str:
+    return reverse("study_progress", args=[study.slug])
+
+
+def _examples(study, task: str) -> list[Example]:
+    return list(Example.objects.filter(study=study, task=task).order_by("pk"))
+
+
+def _row(progress, task: str, variation: str):
+    (task_progress,) = [t for t in progress.tasks if t.task == task]
+    (row,) = [r for r in task_progress.variations if r.variation == variation]
+    return row
+
+
+def test_it_counts_examples_by_state_per_task_and_variation(client, coordinator):
+    study, _, _ = make_reading_study(pairs=2)
+    agreed, split, *_ = _examples(study, Task.REALISM)
+    rate_open_reads(agreed, Rating.REALISTIC, Rating.REALISTIC)
+    rate_open_reads(split, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    client.force_login(coordinator)
+
+    response = client.get(_url(study))
+
+    assert response.status_code == 200
+    progress = response.context["progress"]
+    assert [t.task for t in progress.tasks] == [Task.REALISM, Task.EQUIVALENCE]
+    realism = progress.tasks[0]
+    assert (realism.total.waiting, realism.total.third_read, realism.total.consensus, realism.total.total) == (
+        2,
+        1,
+        1,
+        4,
+    )
+    assert realism.total.percent_done == 25
+    # Both Task 1 examples of the first pair share its variation.
+    row = _row(progress, Task.REALISM, agreed.pair.variation.key)
+    assert (row.waiting, row.third_read, row.adjudication, row.consensus) == (0, 1, 0, 1)
+    equivalence = progress.tasks[1]
+    assert (equivalence.total.waiting, equivalence.total.total) == (2, 2)
+    assert progress.overall.total == 6
+    assert progress.overall.consensus == 1
+
+
+def test_it_lists_variations_in_taxonomy_order(client, coordinator):
+    study, _, _ = make_reading_study(pairs=3)
+    client.force_login(coordinator)
+
+    progress = client.get(_url(study)).context["progress"]
+
+    keys = [row.variation for row in progress.tasks[0].variations]
+    assert keys == ["structure--structured", "structure--free_text", "section_assignment"]
+
+
+def test_it_draws_a_progress_bar_for_every_row(client, coordinator):
+    study, _, _ = make_reading_study(pairs=2)
+    rate_open_reads(_examples(study, Task.EQUIVALENCE)[0], Rating.EQUIVALENT, Rating.EQUIVALENT)
+    client.force_login(coordinator)
+
+    html = client.get(_url(study)).content.decode()
+
+    bars = re.findall(r"<progress value=\"(\d+)\" max=\"(\d+)\"", html)
+    # Two variation rows and a total per task, and the study's total.
+    assert len(bars) == 2 * 3 + 1
+    assert ("1", "1") in bars  # the Task 2 row of the agreed example's variation
+    assert ("1", "6") in bars  # the study
+    assert "Waiting for reads" in html and "Needs a third read" in html
+    assert "Needs adjudication" in html and "Has consensus" in html
+
+
+def test_it_links_the_unrouted_count_to_the_unrouted_list(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    rate_open_reads(_examples(study, Task.REALISM)[0], Rating.REALISTIC, Rating.MAJOR_ISSUES)
+    client.force_login(coordinator)
+
+    response = client.get(_url(study))
+
+    assert response.context["progress"].unrouted == 1
+    assert f'href="{reverse("study_unrouted", args=[study.slug])}"' in response.content.decode()
+    assert b"1 example waits for an eligible reader or adjudicator" in response.content
+
+
+def test_the_table_polls_for_fresh_counts(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    client.force_login(coordinator)
+
+    html = client.get(_url(study)).content.decode()
+
+    (div,) = re.findall(r'<div id="progress-table"[^>]*>', html)
+    assert f'hx-get="{_url(study)}"' in div
+    assert 'hx-trigger="every 15s"' in div
+    assert 'hx-swap="outerHTML"' in div
+
+
+def test_htmx_gets_the_table_alone(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    client.force_login(coordinator)
+
+    response = client.get(_url(study), **HTMX)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.lstrip().startswith('<div id="progress-table"')
+    assert "<html" not in html
+    assert "<h1>" not in html
+    assert 'hx-trigger="every 15s"' in html
+
+
+def test_the_page_has_no_inline_style_or_script(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    client.force_login(coordinator)
+
+    html = client.get(_url(study)).content.decode()
+
+    assert "style=" not in html
+    assert all("src=" in attributes for attributes in re.findall(r"<script([^>]*)>", html))
+
+
+def test_it_says_so_when_nothing_is_sampled(client, coordinator):
+    study = make_study()
+    client.force_login(coordinator)
+
+    response = client.get(_url(study))
+
+    assert response.status_code == 200
+    assert b"No examples yet" in response.content
+
+
+def test_it_links_to_the_other_study_pages(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    client.force_login(coordinator)
+
+    html = client.get(_url(study)).content.decode()
+
+    for name in ("study_detail", "study_readers", "study_unrouted"):
+        assert f'href="{reverse(name, args=[study.slug])}"' in html
+    assert f'href="{_url(study)}" aria-current="page"' in html
+
+
+def test_the_study_page_links_here(client, coordinator):
+    study = make_study()
+    client.force_login(coordinator)
+
+    html = client.get(reverse("study_detail", args=[study.slug])).content.decode()
+
+    assert f'href="{_url(study)}"' in html
+    assert f'href="{reverse("study_readers", args=[study.slug])}"' in html
+
+
+def test_its_query_count_does_not_grow_with_the_study(client, coordinator):
+    client.force_login(coordinator)
+    counts = []
+    for pairs in (2, 12):
+        study, _, _ = make_reading_study(pairs=pairs)
+        for example in _examples(study, Task.REALISM)[:2]:
+            rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+        client.get(_url(study))  # warm the session and permission caches
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(_url(study))
+        assert response.status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
+    assert counts[1] <= 8, counts
+
+
+@pytest.mark.parametrize("role", [Role.READER, Role.ADJUDICATOR, Role.DATA_MANAGER])
+def test_it_requires_the_coordinator_role(client, role):
+    study, _, _ = make_reading_study(pairs=1)
+    client.force_login(make_user(role))
+
+    assert client.get(_url(study)).status_code == 403
+    assert client.get(_url(study), **HTMX).status_code == 403
+
+
+def test_it_redirects_anonymous_users_to_login(client):
+    study = make_study()
+
+    response = client.get(_url(study))
+
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+
+
+def test_it_404s_for_an_unknown_study(client, coordinator):
+    client.force_login(coordinator)
+
+    assert client.get(reverse("study_progress", args=["nope"])).status_code == 404

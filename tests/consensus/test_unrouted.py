@@ -1,0 +1,101 @@
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from annotation.models import Example, Rating, Role, Task
+from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
+
+pytestmark = pytest.mark.django_db
+
+
+def _url(study) -> str:
+    return reverse("study_unrouted", args=[study.slug])
+
+
+def _realism(study) -> list[Example]:
+    return list(Example.objects.filter(study=study, task=Task.REALISM).order_by("pk"))
+
+
+def test_it_lists_examples_waiting_for_an_adjudicator(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=3, adjudicators=0, keep_versions_apart=False)
+    split = _realism(study)[0]
+    agreed = Example.objects.get(study=study, task=Task.EQUIVALENCE)
+    rate_open_reads(split, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+    rate_open_reads(agreed, Rating.EQUIVALENT, Rating.EQUIVALENT)
+    client.force_login(coordinator)
+
+    response = client.get(_url(study))
+
+    assert response.status_code == 200
+    assert {e.public_id: e.waiting_for for e in response.context["examples"]} == {split.public_id: "adjudicator"}
+    html = response.content.decode()
+    assert "an adjudicator" in html
+    assert "Needs adjudication" in html
+    assert f'href="{reverse("example_detail", args=[study.slug, split.public_id])}"' in html
+
+
+def test_it_says_whom_each_example_waits_for(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    example = _realism(study)[0]
+    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    client.force_login(coordinator)
+
+    response = client.get(_url(study))
+
+    (listed,) = response.context["examples"]
+    assert (listed.public_id, listed.waiting_for, listed.n_ratings) == (example.public_id, "third_reader", 2)
+    html = response.content.decode()
+    assert "a third reader" in html
+    assert "Needs a third read" in html
+    assert example.pair.source_study_id in html
+
+
+def test_it_lists_only_this_studys_examples(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    other, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    rate_open_reads(_realism(other)[0], Rating.REALISTIC, Rating.MINOR_ISSUES)
+    client.force_login(coordinator)
+
+    response = client.get(_url(study))
+
+    assert response.context["examples"] == []
+    assert b"No example is waiting" in response.content
+
+
+def test_its_query_count_does_not_grow_with_the_list(client, coordinator):
+    client.force_login(coordinator)
+    counts = []
+    for pairs in (2, 12):
+        study, _, _ = make_reading_study(pairs=pairs, readers=2, keep_versions_apart=False)
+        for example in _realism(study):
+            rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+        client.get(_url(study))
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(_url(study))
+        assert len(response.context["examples"]) == 2 * pairs
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize("role", [Role.READER, Role.DATA_MANAGER])
+def test_it_requires_the_coordinator_role(client, role):
+    study = make_study()
+    client.force_login(make_user(role))
+
+    assert client.get(_url(study)).status_code == 403
+
+
+def test_it_redirects_anonymous_users_to_login(client):
+    study = make_study()
+
+    response = client.get(_url(study))
+
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+
+
+def test_it_404s_for_an_unknown_study(client, coordinator):
+    client.force_login(coordinator)
+
+    assert client.get(reverse("study_unrouted", args=["nope"])).status_code == 404
