@@ -1,5 +1,6 @@
 import uuid
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -8,6 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from annotation import serializers
 from annotation.importing import ImportRejected
@@ -129,13 +131,22 @@ def _reading_payload(assignment: Assignment) -> dict:
     }
 
 
-def _own_assignment(request: Request, assignment_id: uuid.UUID) -> Assignment:
+def _own_assignment(request: Request, assignment_id: uuid.UUID | str) -> Assignment:
     try:
         return Assignment.objects.select_related("example__pair", "example__study", "annotation").get(
             public_id=assignment_id, reader=request.user
         )
     except Assignment.DoesNotExist:
         raise NotFoundError from None
+
+
+def _rating_refused(detail: str, field: str | None) -> Response:
+    return Response({"detail": detail, "field": field}, status=status.HTTP_400_BAD_REQUEST)
+
+
+ASSIGNMENT_ID = OpenApiParameter(
+    "assignment_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The assignment's id."
+)
 
 
 class ReadingViewSet(viewsets.ViewSet):
@@ -146,8 +157,10 @@ class ReadingViewSet(viewsets.ViewSet):
     """
 
     permission_classes = [IsReader]
-    lookup_field = "id"
-    lookup_value_converter = "uuid"
+    # The router builds regex routes (its converter setting is ignored): only a UUID-shaped id
+    # resolves, anything else is a plain 404 rather than a server error in the lookup.
+    lookup_field = "assignment_id"
+    lookup_value_regex = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
     @extend_schema(
         parameters=[
@@ -165,23 +178,31 @@ class ReadingViewSet(viewsets.ViewSet):
         queue = Assignment.objects.filter(reader=request.user, example__task=task).open()
         if slug := request.query_params.get("study"):
             queue = queue.filter(example__study__slug=slug)
-        following = queue.order_by("example__study_id", "queue_order", "pk").values_list("pk", flat=True).first()
-        if following is None:
+        # The first item of the lowest-numbered study with open work. Sorting the whole queue by
+        # study reads every assignment of the reader; walking the (reader, status, queue_order)
+        # index finds the first item of some study at once, and only if an earlier study also has
+        # open work does the whole queue need sorting.
+        first = queue.order_by("queue_order", "pk").values_list("pk", "example__study_id").first()
+        if first is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
+        following, study_id = first
+        if queue.filter(example__study_id__lt=study_id).exists():
+            following = queue.order_by("example__study_id", "queue_order", "pk").values_list("pk", flat=True).first()
         show_assignment(following)
         assignment = Assignment.objects.select_related("example__pair", "example__study").get(pk=following)
         return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
 
-    @extend_schema(responses={200: serializers.ReadingItemSerializer})
-    def retrieve(self, request: Request, id: uuid.UUID | None = None) -> Response:
+    @extend_schema(parameters=[ASSIGNMENT_ID], responses={200: serializers.ReadingItemSerializer})
+    def retrieve(self, request: Request, assignment_id: str | None = None) -> Response:
         """One of your assignments (another reader's is 404)."""
-        assignment = _own_assignment(request, id)
+        assignment = _own_assignment(request, assignment_id)
         if assignment.status == AssignmentStatus.OPEN:
             show_assignment(assignment.pk)
-            assignment = _own_assignment(request, id)
+            assignment = _own_assignment(request, assignment_id)
         return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
 
     @extend_schema(
+        parameters=[ASSIGNMENT_ID],
         request=serializers.RatingRequestSerializer,
         responses={
             201: serializers.RatingResultSerializer,
@@ -191,11 +212,17 @@ class ReadingViewSet(viewsets.ViewSet):
         },
     )
     @action(detail=True, methods=["post"])
-    def rating(self, request: Request, id: uuid.UUID | None = None) -> Response:
-        """Rate your assignment. Sending the same form_token again is harmless: it answers with the stored rating."""
+    def rating(self, request: Request, assignment_id: str | None = None) -> Response:
+        """Rate your assignment, after fetching it. Sending the same form_token again is harmless: it answers
+        with the stored rating. A refused rating is a 400 naming the field at fault (null if none)."""
         form = serializers.RatingRequestSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        assignment = _own_assignment(request, id)
+        if not form.is_valid():
+            field, problems = next(iter(form.errors.items()))
+            return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
+        assignment = _own_assignment(request, assignment_id)
+        if assignment.status == AssignmentStatus.OPEN and assignment.first_shown_at is None:
+            # Never shown, never read: and a Task 2 rating would have no Report A to record.
+            return _rating_refused(f"Fetch the item first: GET /api/reading/{assignment.public_id}/.", None)
         try:
             result = submit_annotation(
                 reader=request.user,
@@ -209,7 +236,7 @@ class ReadingViewSet(viewsets.ViewSet):
             body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
             return Response(body, status=status.HTTP_409_CONFLICT)
         except SubmissionRefused as refused:
-            return Response({"detail": str(refused), "field": refused.field}, status=status.HTTP_400_BAD_REQUEST)
+            return _rating_refused(str(refused), refused.field)
         except ConsensusNotFound:
             raise NotFoundError from None
         example = assignment.example

@@ -1,0 +1,223 @@
+"""The reader's home: one progress bar per queue, Continue, and the adjudication queue."""
+
+import re
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from annotation.models import Assignment, Rating, ReportType, Role, Task
+from annotation.roles import grant_role
+from consensus.models import Adjudication, AdjudicationStatus
+from tests.factories import make_assignment, make_example, make_pair, make_reading_study, make_study, make_user, rate
+
+pytestmark = pytest.mark.django_db
+
+
+def _queue(reader, study, task: str, orders: list[int]) -> list[Assignment]:
+    queue = []
+    for order in orders:
+        pair = make_pair(study)
+        if task == Task.REALISM:
+            example = make_example(pair, task=task, report_type=ReportType.ORIGINAL)
+        else:
+            example = make_example(pair)
+        queue.append(make_assignment(example, reader, queue_order=order))
+    return queue
+
+
+@pytest.fixture
+def study(db):
+    return make_study("pilot", name="Pilot study")
+
+
+@pytest.fixture
+def queues(client, reader, study) -> dict[str, list[Assignment]]:
+    client.force_login(reader)
+    return {
+        Task.REALISM: _queue(reader, study, Task.REALISM, [30, 10, 20]),
+        Task.EQUIVALENCE: _queue(reader, study, Task.EQUIVALENCE, [5, 1]),
+    }
+
+
+def _card(html: str, heading: str) -> str:
+    match = re.search(rf"<h2>{re.escape(heading)}</h2>(.*?)</(?:li|section)>", html, re.DOTALL)
+    assert match, f"no card {heading!r}"
+    return match.group(1)
+
+
+def test_it_shows_done_of_assigned_per_task(client, queues):
+    rate(queues[Task.REALISM][0], Rating.REALISTIC, "")
+
+    html = client.get(reverse("reader_home")).content.decode()
+
+    realism = _card(html, "Task 1: Realism")
+    assert "Pilot study" in realism
+    assert '<progress max="3" value="1"' in realism
+    assert "1 of 3 done" in realism
+    equivalence = _card(html, "Task 2: Clinical equivalence")
+    assert '<progress max="2" value="0"' in equivalence
+    assert "0 of 2 done" in equivalence
+
+
+def test_continue_leads_to_the_first_open_assignment_in_queue_order(client, queues, study):
+    html = client.get(reverse("reader_home")).content.decode()
+    continue_url = reverse("reading_next", args=[study.slug, Task.REALISM])
+    assert f'href="{continue_url}"' in html
+    assert continue_url == f"/read/{study.slug}/realism/next/"
+
+    response = client.get(continue_url)
+
+    assert response.status_code == 302
+    lowest = min(queues[Task.REALISM], key=lambda a: a.queue_order)
+    assert response["Location"] == reverse("reading_page", args=[lowest.public_id])
+
+
+def test_continue_skips_rated_assignments(client, queues, study):
+    realism = sorted(queues[Task.REALISM], key=lambda a: a.queue_order)
+    rate(realism[0], Rating.REALISTIC, "")
+
+    response = client.get(reverse("reading_next", args=[study.slug, Task.REALISM]))
+
+    assert response["Location"] == reverse("reading_page", args=[realism[1].public_id])
+
+
+def test_a_finished_queue_sends_the_reader_home_with_a_message(client, queues, study):
+    for assignment in queues[Task.REALISM]:
+        rate(assignment, Rating.REALISTIC, "")
+
+    response = client.get(reverse("reading_next", args=[study.slug, Task.REALISM]), follow=True)
+
+    assert response.redirect_chain == [(reverse("reader_home"), 302)]
+    html = response.content.decode()
+    assert "You have finished your Task 1: Realism queue" in html
+    realism = _card(html, "Task 1: Realism")
+    assert "Finished" in realism
+    assert "Continue" not in realism
+    assert "Continue" in _card(html, "Task 2: Clinical equivalence")
+
+
+def test_continue_refuses_an_unknown_task_or_study(client, queues, study):
+    assert client.get(f"/read/{study.slug}/ranking/next/").status_code == 404
+    assert client.get("/read/no-such-study/realism/next/").status_code == 404
+
+
+def test_a_reader_with_nothing_assigned_is_told_so(client, reader):
+    client.force_login(reader)
+
+    html = client.get(reverse("reader_home")).content.decode()
+
+    assert "Nothing has been assigned to you yet." in html
+    assert "Adjudication" not in html
+
+
+def test_it_shows_nothing_about_other_readers(client, queues, study):
+    other = make_user(Role.READER, username="other-reader-zebulon")
+    example = queues[Task.REALISM][0].example
+    rate(make_assignment(example, other, slot=2), Rating.MAJOR_ISSUES, "Zebulon's secret reason.")
+    _queue(other, study, Task.EQUIVALENCE, [1, 2, 3, 4])
+
+    html = client.get(reverse("reader_home")).content.decode()
+
+    assert "zebulon" not in html.lower()
+    assert "0 of 3 done" in _card(html, "Task 1: Realism")
+    assert "0 of 2 done" in _card(html, "Task 2: Clinical equivalence")
+    assert "Major Issues" not in html
+
+
+@pytest.fixture
+def adjudicator(client):
+    user = make_user(Role.ADJUDICATOR, username="adjudicator")
+    client.force_login(user)
+    return user
+
+
+def _adjudication(study, adjudicator, **fields) -> Adjudication:
+    example = make_example(make_pair(study))
+    return Adjudication.objects.create(example=example, adjudicator=adjudicator, task=Task.EQUIVALENCE, **fields)
+
+
+def test_an_adjudicator_sees_the_adjudication_queue(client, adjudicator, study):
+    _adjudication(study, adjudicator)
+    _adjudication(study, adjudicator, status=AdjudicationStatus.VOIDED)
+    _adjudication(study, make_user(Role.ADJUDICATOR))  # someone else's
+
+    response = client.get(reverse("reader_home"))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "0 of 1 done" in _card(html, "Adjudication")
+    assert "Nothing has been assigned to you yet." not in html
+
+
+def test_continue_leads_to_the_adjudicators_next_adjudication(client, adjudicator, study):
+    first = _adjudication(study, adjudicator)
+    _adjudication(study, adjudicator)
+
+    html = client.get(reverse("reader_home")).content.decode()
+
+    assert f'href="{reverse("adjudication_page", args=[first.public_id])}"' in _card(html, "Adjudication")
+
+
+def test_an_adjudicator_with_nothing_waiting_is_told_so(client, adjudicator, study):
+    html = client.get(reverse("reader_home")).content.decode()
+
+    assert "No adjudication is waiting for you." in html
+    assert "0 of 0 done" in _card(html, "Adjudication")
+
+
+def test_a_reader_who_adjudicates_sees_both(client, study):
+    user = make_user(Role.READER, Role.ADJUDICATOR)
+    client.force_login(user)
+    _queue(user, study, Task.REALISM, [1])
+    _adjudication(study, user)
+
+    html = client.get(reverse("reader_home")).content.decode()
+
+    assert "0 of 1 done" in _card(html, "Task 1: Realism")
+    assert "0 of 1 done" in _card(html, "Adjudication")
+
+
+def test_it_requires_the_reader_or_adjudicator_role(client, coordinator):
+    client.force_login(coordinator)
+
+    assert client.get(reverse("reader_home")).status_code == 403
+    assert client.get("/read/pilot/realism/next/").status_code == 403
+
+
+def test_it_requires_a_login(client):
+    response = client.get(reverse("reader_home"))
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('login')}?next={reverse('reader_home')}"
+
+
+def test_an_adjudicator_who_does_not_read_cannot_continue_a_reading_queue(client, adjudicator, study):
+    assert client.get(reverse("reading_next", args=[study.slug, Task.REALISM])).status_code == 403
+
+
+def _home_queries(pairs: int) -> int:
+    study, readers, _ = make_reading_study(pairs=pairs)
+    user = readers[0]
+    grant_role(user, Role.ADJUDICATOR)
+    for example in study.examples.all()[:3]:
+        Adjudication.objects.create(example=example, adjudicator=user, task=example.task)
+    for assignment in Assignment.objects.filter(reader=user)[:1]:
+        rate(assignment, Rating.REALISTIC if assignment.example.task == Task.REALISM else Rating.EQUIVALENT, "")
+    client = Client()
+    client.force_login(user)
+    client.get(reverse("reader_home"))  # warm up
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(reverse("reader_home"))
+    assert response.status_code == 200
+    assert response.content.decode().count("<progress") == 3
+    return len(captured)
+
+
+def test_the_query_count_does_not_grow_with_the_study():
+    small, large = _home_queries(2), _home_queries(15)
+
+    assert small == large
+    assert large <= 12
