@@ -510,8 +510,13 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
 
 
 def _member_reader(study: Study, user: AbstractBaseUser) -> None:
-    if not StudyMember.objects.filter(study=study, user=user, role=MemberRole.READER, active=True).exists():
-        raise QueueRefused(f"{user.get_username()} is not an active reader of study {study.slug}. Add them first.")
+    """The same rule as automatic assignment and routing: an active account, the Reader role, enrolled."""
+    enrolled = StudyMember.objects.filter(study=study, user=user, role=MemberRole.READER, active=True).exists()
+    if not (enrolled and user.is_active and has_role(user, Role.READER)):
+        raise QueueRefused(
+            f"{user.get_username()} is not an active reader of study {study.slug} (enrolled, with the Reader "
+            "role and an active account). Add them first."
+        )
 
 
 def _check_versions_apart(example: Example, user: AbstractBaseUser) -> None:
@@ -529,8 +534,10 @@ def _check_versions_apart(example: Example, user: AbstractBaseUser) -> None:
         )
 
 
-def assign_example(example_id: uuid.UUID, reader: AbstractBaseUser, *, actor: AbstractBaseUser) -> Assignment:
-    """Put one example in one reader's queue by hand, in its first free slot."""
+def assign_example(
+    example_id: uuid.UUID, reader: AbstractBaseUser, *, actor: AbstractBaseUser, slot: int | None = None
+) -> Assignment:
+    """Put one example in one reader's queue by hand, in its first free slot (or the one given)."""
     from consensus.services import lock_example, tiebreak
 
     with transaction.atomic():
@@ -551,6 +558,8 @@ def assign_example(example_id: uuid.UUID, reader: AbstractBaseUser, *, actor: Ab
             free = [slot for slot in (3, 1, 2) if slot not in taken]
         else:
             free = []
+        if slot is not None and slot in free:
+            free = [slot]
         if not free:
             raise QueueRefused("This example already has all the readers it needs.")
         assignment = Assignment.objects.create(
@@ -595,8 +604,9 @@ def withdraw_assignment(assignment_id: uuid.UUID, *, actor: AbstractBaseUser) ->
 def reassign_assignment(assignment_id: uuid.UUID, reader: AbstractBaseUser, *, actor: AbstractBaseUser) -> Assignment:
     """Move an unrated assignment to another reader (same slot), in one transaction."""
     with transaction.atomic():
+        slot = Assignment.objects.filter(public_id=assignment_id).values_list("slot", flat=True).first()
         example = withdraw_assignment(assignment_id, actor=actor)
-        return assign_example(example.public_id, reader, actor=actor)
+        return assign_example(example.public_id, reader, actor=actor, slot=slot)
 
 
 def add_study_member(

@@ -444,6 +444,8 @@ def submit_adjudication(
         adjudication = Adjudication.objects.get(pk=adjudication_pk)
         if adjudication.form_token == form_token:
             return adjudication
+        if Adjudication.objects.filter(form_token=form_token).exists():
+            raise SubmissionRefused("This form was already used for another example. Reload the page.")
         if adjudication.status == AdjudicationStatus.DONE:
             raise AlreadySubmitted(adjudication)
         if adjudication.status != AdjudicationStatus.OPEN:

@@ -396,3 +396,29 @@ def test_re_activating_a_removed_reader_routes_the_examples_waiting_for_one(coor
     assert third.reader == returning
     routed = AuditEvent.objects.get(action=AuditAction.THIRD_READ_ROUTED, example=example)
     assert (routed.actor, routed.subject) == (coordinator, returning)
+
+
+def test_reassigning_keeps_the_slot_even_when_a_lower_one_is_free(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    withdraw_assignment(example.assignments.get(slot=1).public_id, actor=coordinator)
+    old = example.assignments.get(slot=2)
+    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+
+    new = reassign_assignment(old.public_id, newcomer, actor=coordinator)
+
+    assert new.slot == 2
+
+
+@pytest.mark.parametrize("change", ["deactivated", "role removed"])
+def test_it_refuses_an_enrolled_reader_who_is_no_longer_a_reader(coordinator, change):
+    study, readers, _ = make_reading_study(pairs=1, readers=5, assign=False)
+    reader = readers[0]
+    if change == "deactivated":
+        reader.is_active = False
+        reader.save()
+    else:
+        reader.groups.clear()
+    with pytest.raises(QueueRefused, match="not an active reader"):
+        assign_example(_task2(study).public_id, reader, actor=coordinator)
+    assert not Assignment.objects.filter(reader=reader).exists()

@@ -225,3 +225,30 @@ def test_the_database_accepts_an_adjudication_voided_before_its_decision():
     adjudication = _three_way_split()
     Adjudication.objects.filter(pk=adjudication.pk).update(status=AdjudicationStatus.VOIDED)
     assert Adjudication.objects.get(pk=adjudication.pk).rating == ""
+
+
+def test_a_token_already_used_for_another_adjudication_is_refused():
+    from consensus.models import Adjudication
+    from consensus.services import SubmissionRefused, submit_adjudication
+    from tests.factories import make_reading_study, rate
+
+    study, _, _ = make_reading_study(pairs=2, adjudicators=1)
+    labels = (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+    for example in Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:2]:
+        first, second = example.assignments.select_related("reader").order_by("slot")
+        rate(first, labels[0], "")
+        rate(second, labels[1])
+        rate(example.assignments.select_related("reader").get(slot=3), labels[2])
+    done, other = Adjudication.objects.select_related("adjudicator").order_by("pk")
+    token = uuid.uuid4()
+    submit_adjudication(
+        adjudicator=done.adjudicator, adjudication_id=done.public_id, rating=labels[0], rationale="x", form_token=token
+    )
+    with pytest.raises(SubmissionRefused, match="already used"):
+        submit_adjudication(
+            adjudicator=other.adjudicator,
+            adjudication_id=other.public_id,
+            rating=labels[0],
+            rationale="x",
+            form_token=token,
+        )
