@@ -1,6 +1,8 @@
 """Test settings: the real settings, with a throwaway key and a fast password hasher."""
 
 import os
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-any-deployment-0123456789")
 
@@ -16,3 +18,11 @@ LOGGING["root"]["level"] = "WARNING"  # noqa: F405
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
     # Test data is thrown away: no need to wait for each commit to reach the disk.
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c synchronous_commit=off"  # noqa: F405
+
+# Nothing runs behind a test's back: a queued build stays queued (the Dummy backend only records
+# what was enqueued), just as in production where nothing builds inside the request. Tests run
+# the task function themselves, or switch to the Immediate or database backend with
+# override_settings(TASKS=...) to go through django.tasks end to end.
+TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": ["default"]}}
+# Never the project's releases/ folder; the release tests point it at their own tmp_path.
+RELEASES_DIR = Path(tempfile.gettempdir()) / "readingroom-test-releases"

@@ -1,10 +1,12 @@
 """Release builds: what was asked for, how it went, and the zip it produced."""
 
 import uuid
+from pathlib import Path
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from annotation.models import Study
 
@@ -14,6 +16,12 @@ class ReleaseStatus(models.TextChoices):
     RUNNING = "running", "Building"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+
+
+class ReleaseQuerySet(models.QuerySet):
+    def building(self) -> "ReleaseQuerySet":
+        """Queued or running: the page keeps polling while there are any."""
+        return self.filter(status__in=[ReleaseStatus.QUEUED, ReleaseStatus.RUNNING])
 
 
 class Release(models.Model):
@@ -33,6 +41,8 @@ class Release(models.Model):
     sha256 = models.CharField(max_length=64, blank=True, help_text="Of the zip file.")
     zip_path = models.CharField(max_length=500, blank=True)
 
+    objects = ReleaseQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-pk"]
         constraints = [
@@ -43,6 +53,39 @@ class Release(models.Model):
     def __str__(self) -> str:
         return f"{self.study.slug} {self.version} ({self.status})"
 
+    def get_absolute_url(self) -> str:
+        return reverse("release_download", args=[self.public_id])
+
     @property
     def filename(self) -> str:
         return f"{self.study.slug}-{self.version}.zip"
+
+    @property
+    def root_folder(self) -> str:
+        """The one folder inside the zip."""
+        return f"{self.study.slug}-{self.version}"
+
+    @property
+    def is_building(self) -> bool:
+        return self.status in (ReleaseStatus.QUEUED, ReleaseStatus.RUNNING)
+
+    @property
+    def is_done(self) -> bool:
+        return self.status == ReleaseStatus.DONE
+
+    @property
+    def row_count_items(self) -> list[tuple[str, int]]:
+        """(file, rows) by task, then full, disagreed, consensus (the JSON column keeps no order)."""
+        kinds = ("_full.csv", "_disagreed.csv", "_consensus.csv")
+
+        def position(name: str) -> tuple:
+            kind = next((i for i, suffix in enumerate(kinds) if name.endswith(suffix)), len(kinds))
+            return (name.split("/")[0], kind, name)
+
+        return sorted(self.row_counts.items(), key=lambda item: position(item[0]))
+
+    def zip_file(self) -> Path | None:
+        """Where the zip is on disk. zip_path is relative to RELEASES_DIR, so the folder can move."""
+        if not self.zip_path:
+            return None
+        return Path(settings.RELEASES_DIR) / self.zip_path

@@ -8,6 +8,7 @@ primary keys or who rated what; annotation_index is a seeded shuffle within each
 
 import csv
 import hashlib
+import logging
 import os
 import random
 import re
@@ -17,17 +18,24 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from django.db import connection
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Collate
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from annotation.models import Annotation, Dataset, Example, ExampleState, Rating, ReportType, Study, Task
 from consensus.models import Adjudication, AdjudicationStatus, LabelSource
+from exports.models import Release, ReleaseStatus
 
-VERSION_PATTERN = re.compile(r"^\d+(\.\d+)*$")
+logger = logging.getLogger("readingroom.exports")
+
+# ASCII digits only, and \Z: "$" would let a trailing newline through.
+VERSION_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+)*\Z")
 CHUNK = 2000
 
 TASK1_FULL = (
@@ -150,6 +158,20 @@ def _shuffled_indexes(seed: int, example_public_id: object, annotation_ids: list
     return {annotation_id: index for index, annotation_id in enumerate(ordered)}
 
 
+def check_release_options(*, version: str, license_text: str, datasets: list[str] | None) -> list[str]:
+    """The datasets to release (sorted, without repeats; empty = all), or ReleaseRefused naming the bad option."""
+    if not VERSION_PATTERN.match(version):
+        raise ReleaseRefused(f"Version '{version}' is not digits and dots (e.g. 1.0.0).")
+    if not license_text.strip():
+        raise ReleaseRefused("A release needs its licence text: supply a licence file, or set the study's licence.")
+    known = set(Dataset.objects.values_list("key", flat=True))
+    datasets = sorted(set(datasets or []))
+    unknown = [d for d in datasets if d not in known]
+    if unknown:
+        raise ReleaseRefused(f"Unknown dataset(s): {', '.join(unknown)}. Use one of: {', '.join(sorted(known))}.")
+    return datasets
+
+
 def build_release(
     study: Study,
     out_dir: Path,
@@ -165,15 +187,7 @@ def build_release(
     Only examples with a consensus are released, unless include_unfinished, which adds the
     others with an empty consensus rating. datasets restricts the release to some datasets.
     """
-    if not VERSION_PATTERN.match(version):
-        raise ReleaseRefused(f"Version '{version}' is not digits and dots (e.g. 1.0.0).")
-    if not license_text.strip():
-        raise ReleaseRefused("A release needs its licence text: supply a licence file, or set the study's licence.")
-    known = set(Dataset.objects.values_list("key", flat=True))
-    datasets = sorted(set(datasets or []))
-    unknown = [d for d in datasets if d not in known]
-    if unknown:
-        raise ReleaseRefused(f"Unknown dataset(s): {', '.join(unknown)}. Use one of: {', '.join(sorted(known))}.")
+    datasets = check_release_options(version=version, license_text=license_text, datasets=datasets)
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ReleaseRefused(f"{out_dir} is not empty. Give a new folder for the release.")
@@ -447,3 +461,53 @@ def _readme_context(study: Study, summary: ReleaseSummary) -> dict:
         "taxonomy": list(study.variations.order_by("position", "key")),
         "datasets": Dataset.objects.filter(key__in=summary.datasets).order_by("key"),
     }
+
+
+# --- Release builds in the background -------------------------------------------------------
+
+
+def request_release(
+    study: Study,
+    *,
+    user: AbstractBaseUser,
+    version: str,
+    datasets: list[str] | None,
+    include_unfinished: bool,
+    license_text: str,
+) -> Release:
+    """Queue a release build of a study; the worker (manage.py db_worker) builds it, never a request.
+
+    Bad options are refused at once with ReleaseRefused (the same checks as build_release) and
+    nothing is stored. The build is enqueued when the transaction commits, so the worker never
+    looks for a Release row that is not there yet.
+    """
+    datasets = check_release_options(version=version, license_text=license_text, datasets=datasets)
+    limit = Release._meta.get_field("version").max_length
+    if len(version) > limit:
+        raise ReleaseRefused(f"Version '{version}' is longer than {limit} characters.")
+    with transaction.atomic():
+        release = Release.objects.create(
+            study=study,
+            requested_by=user,
+            version=version,
+            datasets=datasets,
+            include_unfinished=include_unfinished,
+            license_text=license_text,
+        )
+        transaction.on_commit(partial(_enqueue_build, release.pk, str(release.public_id)))
+    return release
+
+
+def _enqueue_build(release_pk: int, public_id: str) -> None:
+    from exports.tasks import build_release_task
+
+    try:
+        build_release_task.enqueue(public_id)
+    except Exception:
+        # Otherwise the release would wait for ever in the list: say so there instead.
+        logger.exception("Could not queue the build of release %s", public_id)
+        Release.objects.filter(pk=release_pk, status=ReleaseStatus.QUEUED).update(
+            status=ReleaseStatus.FAILED,
+            error="The build could not be queued (the error is in the server log). Try again later.",
+            finished_at=timezone.now(),
+        )

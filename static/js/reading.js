@@ -112,6 +112,49 @@
     }
   });
 
+  // htmx swaps nothing for a refused request (403, 404, 500) or one that never got an answer, so
+  // without this the reader's click would seem to do nothing: say that the rating was not saved.
+  function showNotSaved(form, message, link) {
+    let box = form.querySelector("#submit-error");
+    if (!box) {
+      box = document.createElement("p");
+      box.id = "submit-error";
+      box.className = "error";
+      box.setAttribute("role", "alert");
+      form.querySelector(".actions").before(box);
+    }
+    box.textContent = message;
+    if (link) {
+      const anchor = document.createElement("a");
+      anchor.href = link;
+      anchor.textContent = "Back to your queues";
+      box.append(" ", anchor);
+    }
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    const form = event.detail.elt;
+    if (!form || form.id !== "rating-form") {
+      return;
+    }
+    const status = event.detail.xhr.status;
+    if (status === 404) {
+      showNotSaved(form, "This item is no longer in your queue (it was withdrawn or reassigned), " +
+        "so your rating was not saved.", form.dataset.queuesUrl);
+    } else {
+      showNotSaved(form, "Your rating was not saved (the server answered " + status + "). " +
+        "Reload the page and submit again: your choice and rationale are kept in this tab.");
+    }
+  });
+
+  document.addEventListener("htmx:sendError", function (event) {
+    const form = event.detail.elt;
+    if (form && form.id === "rating-form") {
+      showNotSaved(form, "Your rating was not saved: the server could not be reached. " +
+        "Check your connection and submit again; your choice and rationale are kept in this tab.");
+    }
+  });
+
   // After a swap, set up the new item and move focus to it for keyboard and screen-reader users.
   document.addEventListener("htmx:afterSettle", function (event) {
     setUp(document);

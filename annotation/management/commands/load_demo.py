@@ -1,18 +1,45 @@
+import random
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.db.models import Count, Q
 
-from annotation.models import Role, Study, Subspecialty
+from annotation.models import (
+    RATINGS_WITHOUT_RATIONALE,
+    TASK_RATINGS,
+    THIRD_READ_SLOT,
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    Example,
+    ExampleState,
+    MemberRole,
+    Rating,
+    Role,
+    Study,
+    StudyMember,
+    Subspecialty,
+    Task,
+)
 from annotation.roles import grant_role
-from annotation.services import import_pairs, sample_pairs
+from annotation.services import add_study_member, assign_readers, import_pairs, sample_pairs
+from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+from consensus.services import NotFound, show_adjudication, show_assignment, submit_adjudication, submit_annotation
 
 DEMO_PAIRS = Path(__file__).resolve().parents[2] / "demo" / "pairs.jsonl"
 DEMO_SLUG = "demo"
 DEMO_SEED = 20260
 DEMO_PASSWORD = "readingroom-demo"  # noqa: S105 - published on purpose, refused outside DEBUG
+DEMO_LICENSE = (
+    "ReadingRoom demo study: fictional reports written for this project, not taken from any dataset.\n"
+    "Free to use for any purpose, without warranty.\n"
+)
 
 # username, roles, subspecialty
 DEMO_USERS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
@@ -34,6 +61,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--force", action="store_true", help="Run even with DEBUG off (the demo password is public)."
         )
+        parser.add_argument(
+            "--with-ratings",
+            action="store_true",
+            help="Also enrol the demo readers and adjudicator and simulate the whole reading (reads, third reads, "
+            "adjudications) through the usual services, so that there is something to export. Safe to run again.",
+        )
 
     def handle(self, *args, **options) -> None:
         if not settings.DEBUG and not options["force"]:
@@ -49,6 +82,9 @@ class Command(BaseCommand):
             if not study.reading_has_started():
                 sample = sample_pairs(study, per_variation=1, seed=DEMO_SEED)
                 self.stdout.write(sample.summary)
+            if not study.license_text:
+                study.license_text = DEMO_LICENSE
+                study.save(update_fields=["license_text"])
             User = get_user_model()
             for username, roles, subspecialty in DEMO_USERS:
                 user, created = User.objects.get_or_create(
@@ -67,9 +103,189 @@ class Command(BaseCommand):
                 admin.save()
 
         self.stdout.write(report.summary)
+        if options["with_ratings"]:
+            self._simulate_reading(study)
         self.stdout.write(self.style.SUCCESS(f"Demo study '{study.slug}' is ready."))
         self.stdout.write(f"Demo logins (password for all: {DEMO_PASSWORD}):")
         for username, roles, subspecialty in DEMO_USERS:
             detail = ", ".join(roles) + (f" ({subspecialty})" if subspecialty else "")
             self.stdout.write(f"  {username:<12} {detail}")
         self.stdout.write(f"  {'admin':<12} administrator")
+
+    def _simulate_reading(self, study: Study) -> None:
+        User = get_user_model()
+        coordinator = User.objects.get(username="coordinator")
+        member_roles = {Role.READER: MemberRole.READER, Role.ADJUDICATOR: MemberRole.ADJUDICATOR}
+        for username, roles, _ in DEMO_USERS:
+            for role in (member_roles[r] for r in roles if r in member_roles):
+                user = User.objects.get(username=username)
+                if not StudyMember.objects.filter(study=study, user=user, role=role, active=True).exists():
+                    add_study_member(study, user, role, actor=coordinator)
+        if Example.objects.filter(study=study, state=ExampleState.WAITING).exists():
+            assign_readers(study, actor=coordinator)
+        with transaction.atomic():
+            simulated = simulate_reading(study)
+        self.stdout.write(reading_summary(study, simulated=simulated))
+
+
+# --- Simulated reading (load_demo --with-ratings) ------------------------------------------------
+
+# How often each outcome is drawn: most examples agree at two reads, some need a third reader,
+# a few split three ways and go to the adjudicator.
+OUTCOMES = (("unanimous", 0.72), ("majority", 0.22), ("split", 0.06))
+# The readers' labels, most often the first (Realistic / Equivalent).
+LABEL_WEIGHTS = (0.6, 0.28, 0.12)
+RATIONALES = {
+    Rating.MINOR_ISSUES: ("Wording is slightly unusual for a radiology report.", "One phrase reads as templated."),
+    Rating.MAJOR_ISSUES: (
+        "No radiologist would phrase the impression this way.",
+        "The findings contradict each other.",
+    ),
+    Rating.MINOR_DISCREPANCY: ("The hedging changes the emphasis, not the management.", "Adds a minor detail."),
+    Rating.MAJOR_DISCREPANCY: ("The rewrite drops a finding that changes management.", "Negation is reversed."),
+    Rating.REALISTIC: ("Reads like a routine report.",),
+    Rating.EQUIVALENT: ("Same findings and the same recommendation.",),
+}
+
+
+@dataclass(frozen=True)
+class ReadingPlan:
+    """The ratings one example gets, in the order its reads come in, and the adjudicator's."""
+
+    reads: tuple[str, ...]
+    adjudication: str | None = None
+
+
+def reading_plans(study: Study, *, seed: int = DEMO_SEED) -> dict[int, ReadingPlan]:
+    """A seeded plan per example: the same outcomes on every database, whoever reads what.
+
+    Examples are ordered by their natural key (not by primary key or public id), and each task
+    has at least one majority and one three-way split, so that third reads and adjudication show.
+    """
+    examples = sorted(
+        Example.objects.filter(study=study).values_list(
+            "pk", "task", "pair__dataset__key", "pair__source_study_id", "pair__variation__key", "report_type"
+        ),
+        key=lambda row: row[1:],
+    )
+    rng = random.Random(f"readingroom-demo-ratings:{seed}")
+    plans: dict[int, ReadingPlan] = {}
+    for task in (Task.REALISM, Task.EQUIVALENCE):
+        of_task = [row[0] for row in examples if row[1] == task]
+        if not of_task:
+            continue
+        outcomes = rng.choices([name for name, _ in OUTCOMES], weights=[w for _, w in OUTCOMES], k=len(of_task))
+        for needed, position in (("split", 0), ("majority", len(of_task) // 2)):
+            if needed not in outcomes:
+                outcomes[position] = needed
+        labels = TASK_RATINGS[task]
+        for example_pk, outcome in zip(of_task, outcomes, strict=True):
+            plans[example_pk] = _plan(outcome, labels, rng)
+    return plans
+
+
+def _plan(outcome: str, labels: tuple[str, ...], rng: random.Random) -> ReadingPlan:
+    first = rng.choices(labels, weights=LABEL_WEIGHTS)[0]
+    if outcome == "unanimous":
+        return ReadingPlan((first, first))
+    if outcome == "majority":
+        other = rng.choice([label for label in labels if label != first])
+        return ReadingPlan(rng.choice([(first, other, first), (other, first, first)]))
+    reads = tuple(rng.sample(labels, 3))
+    return ReadingPlan(reads, adjudication=rng.choice(reads))
+
+
+def _rationale(rating: str, rng: random.Random, *, always: bool = False) -> str:
+    if rating in RATINGS_WITHOUT_RATIONALE and not always:
+        return ""
+    return rng.choice(RATIONALES[rating])
+
+
+def simulate_reading(study: Study, *, seed: int = DEMO_SEED) -> dict[str, int]:
+    """Rate every open read and adjudication of the study as its reader would, through the services.
+
+    Each read is shown (show_assignment) and submitted (submit_annotation), so routing, third
+    reads, adjudications, consensus and the audit trail all happen as in the reading room. Goes on
+    until nothing is open. Ratings follow reading_plans; an example rated differently before
+    (by hand) still finishes, with the plan's fallback ratings.
+    """
+    plans = reading_plans(study, seed=seed)
+    rng = random.Random(f"readingroom-demo-rationales:{seed}")
+    done = {"annotations": 0, "adjudications": 0}
+    for _ in range(10):  # a read routes at most one more read; three rounds finish any example
+        reads = list(
+            Assignment.objects.filter(example__study=study, status=AssignmentStatus.OPEN)
+            .select_related("reader")
+            .order_by("queue_order", "pk")
+        )
+        adjudications = list(
+            Adjudication.objects.filter(example__study=study, status=AdjudicationStatus.OPEN)
+            .select_related("adjudicator")
+            .order_by("pk")
+        )
+        if not reads and not adjudications:
+            break
+        for assignment in reads:
+            rated = Annotation.objects.filter(example_id=assignment.example_id, voided_at__isnull=True).count()
+            plan = plans[assignment.example_id]
+            rating = plan.reads[rated] if rated < len(plan.reads) else plan.reads[0]
+            done["annotations"] += _read(assignment, rating, _rationale(rating, rng))
+        for adjudication in adjudications:
+            plan = plans[adjudication.example_id]
+            rating = plan.adjudication or plan.reads[0]
+            done["adjudications"] += _adjudicate(adjudication, rating, _rationale(rating, rng, always=True))
+    return done
+
+
+def _read(assignment: Assignment, rating: str, rationale: str) -> int:
+    try:
+        show_assignment(assignment.pk)
+        submit_annotation(
+            reader=assignment.reader,
+            assignment_id=assignment.public_id,
+            rating=rating,
+            rationale=rationale,
+            form_token=uuid.uuid4(),
+        )
+    except NotFound:  # withdrawn in the meantime (its example reached a consensus)
+        return 0
+    return 1
+
+
+def _adjudicate(adjudication: Adjudication, rating: str, rationale: str) -> int:
+    adjudicator: AbstractBaseUser = adjudication.adjudicator
+    try:
+        show_adjudication(adjudication.pk)
+        submit_adjudication(
+            adjudicator=adjudicator,
+            adjudication_id=adjudication.public_id,
+            rating=rating,
+            rationale=rationale,
+            form_token=uuid.uuid4(),
+        )
+    except NotFound:
+        return 0
+    return 1
+
+
+def reading_summary(study: Study, *, simulated: dict[str, int]) -> str:
+    annotations = Annotation.objects.filter(example__study=study, voided_at__isnull=True)
+    totals = annotations.aggregate(all=Count("pk"), third=Count("pk", filter=Q(assignment__slot=THIRD_READ_SLOT)))
+    adjudicated = Adjudication.objects.filter(example__study=study, status=AdjudicationStatus.DONE).count()
+    sources = dict(
+        ConsensusLabel.objects.filter(example__study=study)
+        .values_list("label_source")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    consensus = sum(sources.values())
+    examples = Example.objects.filter(study=study).count()
+    if simulated["annotations"] or simulated["adjudications"]:
+        head = f"Simulated {simulated['annotations']} reads and {simulated['adjudications']} adjudications."
+    else:
+        head = "Nothing left to simulate: every read and adjudication of the demo study is done."
+    by_source = ", ".join(f"{sources.get(source, 0)} {source}" for source in LabelSource.values)
+    return (
+        f"{head}\nDemo study ratings: {totals['all']} annotations ({totals['third']} third reads), "
+        f"{adjudicated} adjudications; {consensus} of {examples} examples have a consensus ({by_source})."
+    )

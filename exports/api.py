@@ -1,0 +1,114 @@
+"""The data manager's API: queue release builds, follow them, download the zip.
+
+Bad options answer 400 {"detail": ...}; a build is never run inside the request (202 Accepted).
+"""
+
+import json
+
+from django.http import FileResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, renderers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotation.models import Study
+from annotation.permissions import IsDataManager
+from annotation.serializers import DetailSerializer
+from exports import serializers
+from exports.models import Release, ReleaseStatus
+from exports.services import ReleaseRefused, request_release
+from exports.views import zip_response
+
+TAGS = ["releases"]
+UUID_PATTERN = "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+STUDY_SLUG = OpenApiParameter("slug", str, OpenApiParameter.PATH, description="The study's slug.")
+
+
+class ZipRenderer(renderers.BaseRenderer):
+    """Lets a client ask for Accept: application/zip; errors still come as JSON text."""
+
+    media_type = "application/zip"
+    format = "zip"
+    charset = None
+    render_style = "binary"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        return data if isinstance(data, bytes) else json.dumps(data).encode()
+
+
+class StudyReleaseViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """A study's release builds, newest first; POST queues a new one."""
+
+    permission_classes = [IsDataManager]
+    serializer_class = serializers.ReleaseSerializer
+
+    def get_queryset(self):
+        # Roles are global: a data manager sees the releases of every study.
+        study = get_object_or_404(Study, slug=self.kwargs["slug"])
+        return study.releases.select_related("study", "requested_by")
+
+    @extend_schema(tags=TAGS, parameters=[STUDY_SLUG])
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        """Every build of the study: options, status, progress, row counts, the zip's SHA-256."""
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        tags=TAGS,
+        parameters=[STUDY_SLUG],
+        request=serializers.ReleaseRequestSerializer,
+        responses={
+            202: serializers.ReleaseSerializer,
+            400: OpenApiResponse(DetailSerializer, description="The options do not make a valid release."),
+        },
+    )
+    def create(self, request: Request, slug: str) -> Response:
+        """Queue a build. It runs in the background worker; follow it at the returned url."""
+        study = get_object_or_404(Study, slug=slug)
+        form = serializers.ReleaseRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        options = form.validated_data
+        try:
+            release = request_release(
+                study,
+                user=request.user,
+                version=options["version"],
+                datasets=options["datasets"],
+                include_unfinished=options["include_unfinished"],
+                license_text=options.get("license_text", study.license_text),
+            )
+        except ReleaseRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+        body = serializers.ReleaseSerializer(release, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+class ReleaseViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """One release build: its status and, once done, its zip."""
+
+    permission_classes = [IsDataManager]
+    serializer_class = serializers.ReleaseSerializer
+    queryset = Release.objects.select_related("study", "requested_by")
+    lookup_field = "public_id"
+    lookup_url_kwarg = "release_id"
+    lookup_value_regex = UUID_PATTERN
+
+    @extend_schema(tags=TAGS)
+    def retrieve(self, request: Request, *args, **kwargs) -> Response:
+        """Status, progress (percent), error, row counts and the zip's SHA-256."""
+        return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(
+        tags=TAGS,
+        responses={
+            (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="<slug>-<version>.zip"),
+            404: OpenApiResponse(DetailSerializer, description="No such release, or not built (yet)."),
+        },
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[renderers.JSONRenderer, ZipRenderer])
+    def download(self, request: Request, release_id: str) -> FileResponse:
+        """The release zip (a folder <slug>-<version>/ with the PhysioNet files). 404 until the build is done."""
+        release = get_object_or_404(self.get_queryset(), public_id=release_id, status=ReleaseStatus.DONE)
+        return zip_response(release)

@@ -1,0 +1,77 @@
+"""The data manager's pages: queue a release build, watch it, download the zip."""
+
+import uuid
+
+from django.contrib import messages
+from django.db.models import Count, Max
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from annotation.decorators import role_required
+from annotation.models import Role, Study
+from exports.forms import ReleaseForm
+from exports.models import Release, ReleaseStatus
+from exports.services import ReleaseRefused, request_release
+
+# htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
+UNPROCESSABLE = 422
+
+
+@role_required(Role.DATA_MANAGER)
+def release_index(request: HttpRequest) -> HttpResponse:
+    # Roles are global: a data manager builds releases of every study.
+    studies = Study.objects.annotate(n_releases=Count("releases"), last_release_at=Max("releases__created_at"))
+    return render(request, "exports/release_index.html", {"studies": studies.order_by("name")})
+
+
+def _releases_context(study: Study, **extra) -> dict:
+    releases = list(study.releases.select_related("study", "requested_by"))
+    return {
+        "study": study,
+        "releases": releases,
+        "building": any(release.is_building for release in releases),
+        **extra,
+    }
+
+
+@role_required(Role.DATA_MANAGER)
+def release_list(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        if request.htmx and request.htmx.target == "releases":
+            # The list polls itself while a build is queued or running.
+            return render(request, "exports/release_list.html#release-list", _releases_context(study))
+        return render(request, "exports/release_list.html", _releases_context(study, form=ReleaseForm(study=study)))
+
+    form = ReleaseForm(request.POST, study=study)
+    queued = None
+    if form.is_valid():
+        try:
+            queued = request_release(study, user=request.user, **form.cleaned_data)
+        except ReleaseRefused as refused:
+            form.add_error(None, str(refused))
+    if queued is not None and not request.htmx:
+        messages.success(request, f"Release {queued.version} is queued; it is listed below as it builds.")
+        return redirect("release_list", slug=study.slug)
+    if queued is not None:
+        form = ReleaseForm(study=study)
+    status = UNPROCESSABLE if form.errors else 200
+    context = _releases_context(study, form=form, queued=queued)
+    template = "exports/release_list.html#release-form" if request.htmx else "exports/release_list.html"
+    return render(request, template, context, status=status)
+
+
+def zip_response(release: Release) -> FileResponse:
+    """The release's zip as a download named <slug>-<version>.zip; 404 if it is gone from the disk."""
+    path = release.zip_file()
+    if path is None or not path.is_file():
+        raise Http404("The zip of this release is no longer on the server. Build it again.")
+    return FileResponse(path.open("rb"), as_attachment=True, filename=release.filename, content_type="application/zip")
+
+
+@role_required(Role.DATA_MANAGER)
+def release_download(request: HttpRequest, release_id: uuid.UUID) -> FileResponse:
+    release = get_object_or_404(
+        Release.objects.select_related("study"), public_id=release_id, status=ReleaseStatus.DONE
+    )
+    return zip_response(release)

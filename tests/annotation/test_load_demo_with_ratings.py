@@ -1,0 +1,186 @@
+"""load_demo --with-ratings: the demo study read to the end through the services, ready to export."""
+
+import io
+import time
+
+import pytest
+from django.core.management import call_command
+from django.db import transaction
+from django.tasks import default_task_backend
+from django.test import override_settings
+
+from annotation.management.commands.load_demo import DEMO_USERS, reading_plans
+from annotation.models import (
+    THIRD_READ_SLOT,
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
+    Example,
+    ExampleState,
+    MemberRole,
+    Role,
+    Study,
+    StudyMember,
+    Task,
+)
+from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+from exports.models import ReleaseStatus
+from exports.services import request_release
+from exports.tasks import build_release_task
+from tests.factories import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def _load(*args: str) -> str:
+    out = io.StringIO()
+    with override_settings(DEBUG=True):
+        call_command("load_demo", *args, stdout=out)
+    return out.getvalue()
+
+
+def _state() -> tuple:
+    return (
+        Annotation.objects.count(),
+        Assignment.objects.count(),
+        Adjudication.objects.count(),
+        ConsensusLabel.objects.count(),
+        StudyMember.objects.count(),
+        AuditEvent.objects.count(),
+    )
+
+
+@pytest.fixture(scope="module")
+def loaded_once(django_db_setup, django_db_blocker):
+    """Load and read the demo once for the module, in a transaction rolled back at its end."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        started = time.monotonic()
+        out = _load("--with-ratings")
+        elapsed = time.monotonic() - started
+        yield out, elapsed
+        transaction.set_rollback(True)
+
+
+@pytest.fixture
+def demo(loaded_once, db):
+    out, elapsed = loaded_once
+    return Study.objects.get(slug="demo"), out, elapsed
+
+
+def test_every_example_ends_with_a_consensus_or_waits_for_someone(demo):
+    study, _, _ = demo
+
+    for example in Example.objects.filter(study=study):
+        has_consensus = ConsensusLabel.objects.filter(example=example).exists()
+        waiting = example.state != ExampleState.CONSENSUS and (
+            example.assignments.open().exists() or example.adjudications.filter(status=AdjudicationStatus.OPEN).exists()
+        )
+        assert has_consensus or waiting, example
+    # Nothing is left open: the simulation reads to the end.
+    assert Example.objects.filter(study=study).exclude(state=ExampleState.CONSENSUS).count() == 0
+    assert not Assignment.objects.filter(example__study=study, status=AssignmentStatus.OPEN).exists()
+
+
+def test_it_gives_a_realistic_mix(demo):
+    study, out, _ = demo
+    consensus = ConsensusLabel.objects.filter(example__study=study)
+    sources = {source: consensus.filter(label_source=source).count() for source in LabelSource.values}
+
+    assert sum(sources.values()) == 72
+    assert sources[LabelSource.UNANIMOUS] > sources[LabelSource.MAJORITY] > sources[LabelSource.ADJUDICATED] >= 1
+    assert Annotation.objects.filter(example__study=study, assignment__slot=THIRD_READ_SLOT).exists()
+    assert Adjudication.objects.filter(example__study=study, status=AdjudicationStatus.DONE).exists()
+    for task in Task.values:  # both tasks show third reads and a three-way split
+        assert consensus.filter(task=task, label_source=LabelSource.MAJORITY).exists()
+        assert consensus.filter(task=task, label_source=LabelSource.ADJUDICATED).exists()
+    assert "third reads" in out
+    assert f"72 of 72 examples have a consensus ({sources['unanimous']} unanimous" in out
+
+
+def test_the_consensus_follows_the_seeded_plan(demo):
+    study, _, _ = demo
+    plans = reading_plans(study)
+
+    for label in ConsensusLabel.objects.filter(example__study=study):
+        plan = plans[label.example_id]
+        ratings = sorted(Annotation.objects.filter(example_id=label.example_id).values_list("rating", flat=True))
+        assert ratings == sorted(plan.reads)
+        if plan.adjudication:
+            assert (label.label_source, label.rating) == (LabelSource.ADJUDICATED, plan.adjudication)
+
+
+def test_it_goes_through_the_services(demo):
+    study, _, _ = demo
+    annotations = Annotation.objects.filter(example__study=study)
+    adjudications = Adjudication.objects.filter(example__study=study, status=AdjudicationStatus.DONE)
+    events = AuditEvent.objects.filter(study=study)
+
+    assert events.filter(action=AuditAction.SUBMITTED).count() == annotations.count()
+    assert events.filter(action=AuditAction.ADJUDICATED).count() == adjudications.count()
+    assert events.filter(action=AuditAction.CONSENSUS).count() == 72
+    assert events.filter(action=AuditAction.THIRD_READ_ROUTED).count() == annotations.filter(assignment__slot=3).count()
+    assert events.filter(action=AuditAction.ADJUDICATION_ROUTED).count() == adjudications.count()
+    assert events.filter(action=AuditAction.MEMBER_ADDED).count() == 6
+    # Shown before rated, as in the reading room: time on task and the A/B order are recorded.
+    assert not annotations.filter(assignment__first_shown_at__isnull=True).exists()
+    assert not annotations.filter(task=Task.EQUIVALENCE, report_a_type="").exists()
+    assert not adjudications.filter(first_shown_at__isnull=True).exists()
+
+
+def test_it_enrols_the_demo_readers_and_adjudicator(demo):
+    study, _, _ = demo
+    members = set(StudyMember.objects.filter(study=study, active=True).values_list("user__username", "role"))
+
+    expected = {
+        (username, MemberRole.READER if Role.READER in roles else MemberRole.ADJUDICATOR)
+        for username, roles, _ in DEMO_USERS
+        if Role.READER in roles or Role.ADJUDICATOR in roles
+    }
+    assert members == expected
+    assert {username for username, role in members if role == MemberRole.READER} == {f"reader{i}" for i in range(1, 6)}
+
+
+def test_it_is_idempotent(demo):
+    before = _state()
+
+    out = _load("--with-ratings")
+
+    assert _state() == before
+    assert "Nothing left to simulate" in out
+
+
+def test_it_is_fast(demo):
+    _, _, elapsed = demo
+
+    assert elapsed < 30
+
+
+def test_the_rated_demo_study_can_be_released_at_once(demo, settings, tmp_path, django_capture_on_commit_callbacks):
+    study, _, _ = demo
+    settings.RELEASES_DIR = tmp_path
+    default_task_backend.clear()
+    assert study.license_text  # the form and the API have a licence to start from
+
+    with django_capture_on_commit_callbacks(execute=True):
+        release = request_release(
+            study,
+            user=make_user(Role.DATA_MANAGER),
+            version="1.0.0",
+            datasets=None,
+            include_unfinished=False,
+            license_text=study.license_text,
+        )
+    build_release_task.call(str(release.public_id))
+
+    release.refresh_from_db()
+    assert release.status == ReleaseStatus.DONE
+    annotations = Annotation.objects.filter(example__study=study)
+    assert release.row_counts["task1/task1_consensus.csv"] == 48
+    assert release.row_counts["task2/task2_consensus.csv"] == 24
+    assert (
+        release.row_counts["task1/task1_full.csv"] + release.row_counts["task2/task2_full.csv"] == annotations.count()
+    )
+    adjudicated = ConsensusLabel.objects.filter(example__study=study, label_source=LabelSource.ADJUDICATED)
+    assert release.row_counts["task1/task1_disagreed.csv"] == adjudicated.filter(task=Task.REALISM).count()

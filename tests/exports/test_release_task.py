@@ -1,0 +1,232 @@
+"""The release build task, end to end through django.tasks: queued on commit, built by a worker."""
+
+import io
+import zipfile
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.tasks import TaskResultStatus, default_task_backend
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+from django_tasks_db.models import DBTaskResult
+
+from annotation.models import Role
+from exports import tasks
+from exports.models import Release, ReleaseStatus
+from exports.services import ReleaseRefused, ReleaseSummary, request_release
+from exports.tasks import build_release_task
+from tests.exports.release_helpers import ROW_COUNTS, make_release, rated_study, sha256_of
+from tests.factories import make_study, make_user
+
+IMMEDIATE = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": ["default"]}}
+DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+
+
+@pytest.fixture(autouse=True)
+def releases_dir(settings, tmp_path):
+    settings.RELEASES_DIR = tmp_path / "releases"
+    default_task_backend.clear()
+    return settings.RELEASES_DIR
+
+
+def _request(study, **options) -> Release:
+    return request_release(
+        study,
+        user=make_user(Role.DATA_MANAGER),
+        version=options.get("version", "1.0.0"),
+        datasets=options.get("datasets"),
+        include_unfinished=options.get("include_unfinished", False),
+        license_text=options.get("license_text", "CC BY 4.0\n"),
+    )
+
+
+@pytest.mark.django_db
+def test_it_is_enqueued_only_when_the_transaction_commits(django_capture_on_commit_callbacks):
+    study = rated_study()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        release = _request(study)
+    assert default_task_backend.results == []
+
+    callbacks[0]()
+    [queued] = default_task_backend.results
+    assert queued.args == [str(release.public_id)]
+
+
+@pytest.mark.django_db
+def test_request_release_refuses_what_build_release_refuses_and_stores_nothing(django_capture_on_commit_callbacks):
+    study = rated_study()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        with pytest.raises(ReleaseRefused, match="not digits and dots"):
+            _request(study, version="1.0.x")
+        with pytest.raises(ReleaseRefused, match="needs its licence text"):
+            _request(study, license_text=" \n")
+        with pytest.raises(ReleaseRefused, match=r"Unknown dataset\(s\): nope"):
+            _request(study, datasets=["nope", "mimic-cxr"])
+        with pytest.raises(ReleaseRefused, match="longer than 32 characters"):
+            _request(study, version="1." + "0" * 40)
+
+    assert not Release.objects.exists()
+    assert default_task_backend.results == []
+
+
+@pytest.mark.django_db
+def test_request_release_stores_the_datasets_as_build_release_reads_them():
+    release = _request(rated_study(), datasets=["mimic-cxr", "iu-xray", "mimic-cxr"])
+
+    assert release.datasets == ["iu-xray", "mimic-cxr"]
+
+
+@pytest.mark.django_db
+def test_the_immediate_backend_runs_the_build_through_django_tasks(django_capture_on_commit_callbacks):
+    study = rated_study()
+
+    with override_settings(TASKS=IMMEDIATE), django_capture_on_commit_callbacks(execute=True):
+        release = _request(study)
+
+    release.refresh_from_db()
+    assert release.status == ReleaseStatus.DONE
+    assert release.row_counts == ROW_COUNTS
+    assert release.sha256 == sha256_of(release.zip_file())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_worker_builds_a_queued_release():
+    study = rated_study()
+
+    with override_settings(TASKS=DATABASE):
+        release = _request(study)  # autocommit: enqueued at once, as after a web request
+        task_result = DBTaskResult.objects.get()
+        assert task_result.status == TaskResultStatus.READY
+        assert task_result.task_path == "exports.tasks.build_release_task"
+        assert Release.objects.get().status == ReleaseStatus.QUEUED
+
+        call_command(
+            "db_worker", batch=True, reload=False, startup_delay=False, interval=0, verbosity=0, stdout=io.StringIO()
+        )
+
+    task_result.refresh_from_db()
+    assert task_result.status == TaskResultStatus.SUCCESSFUL
+    assert task_result.return_value == {"release": str(release.public_id), "status": ReleaseStatus.DONE}
+    release.refresh_from_db()
+    assert release.status == ReleaseStatus.DONE
+    assert release.sha256 == sha256_of(release.zip_file())
+
+
+@pytest.mark.django_db
+def test_the_same_ratings_and_options_give_the_same_zip():
+    study = rated_study()
+    first, second = make_release(study), make_release(study)
+
+    build_release_task.call(str(first.public_id))
+    build_release_task.call(str(second.public_id))
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.zip_path != second.zip_path
+    assert first.sha256 == second.sha256
+    assert first.zip_file().read_bytes() == second.zip_file().read_bytes()
+
+
+@pytest.mark.django_db
+def test_the_options_reach_the_build():
+    study = rated_study()
+    release = make_release(study, version="3.0", datasets=["iu-xray"], license_text="Mine.\n")
+
+    build_release_task.call(str(release.public_id))
+
+    release.refresh_from_db()
+    assert release.status == ReleaseStatus.DONE
+    assert release.row_counts["task1/task1_full.csv"] == 0  # nothing from iu-xray in this study
+    with zipfile.ZipFile(release.zip_file()) as archive:
+        assert archive.read("s1-3.0/LICENSE.txt") == b"Mine.\n"
+
+
+@pytest.mark.django_db
+def test_a_release_is_built_once():
+    study = rated_study()
+    release = make_release(study)
+    build_release_task.call(str(release.public_id))
+    release.refresh_from_db()
+
+    again = build_release_task.call(str(release.public_id))
+
+    assert again == {"release": str(release.public_id), "status": "skipped"}
+    built = Release.objects.get()
+    assert (built.status, built.sha256, built.finished_at) == (ReleaseStatus.DONE, release.sha256, release.finished_at)
+
+
+@pytest.mark.django_db
+def test_progress_is_written_at_most_every_five_percent(monkeypatch):
+    release = make_release(make_study("s1"))
+    seen = []
+
+    def build(study, out_dir, *, progress, **options):
+        for done in range(0, 1001):
+            progress(done, 1000)
+            seen.append(Release.objects.values_list("progress", flat=True).get(pk=release.pk))
+        out_dir.mkdir(parents=True)
+        (out_dir / "README.md").write_text("x")
+        return ReleaseSummary("1.0.0", [], False, {}, {"task1/task1_full.csv": 0})
+
+    monkeypatch.setattr(tasks, "build_release", build)
+    with CaptureQueriesContext(connection) as queries:
+        build_release_task.call(str(release.public_id))
+
+    updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "exports_release"')]
+    assert len(updates) <= 2 + 100 // tasks.PROGRESS_STEP  # claim, each step, done
+    assert sorted(seen) == seen
+    assert seen[-1] == tasks.BUILD_SHARE  # 100 only once the zip is written too
+    release.refresh_from_db()
+    assert (release.status, release.progress) == (ReleaseStatus.DONE, 100)
+
+
+@pytest.mark.django_db
+def test_a_failed_build_leaves_no_files_behind(monkeypatch, releases_dir):
+    release = make_release(make_study("s1"))
+
+    def half_built(study, out_dir, **options):
+        out_dir.mkdir(parents=True)
+        (out_dir / "task1").mkdir()
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(tasks, "build_release", half_built)
+    build_release_task.call(str(release.public_id))
+
+    release.refresh_from_db()
+    assert release.status == ReleaseStatus.FAILED
+    assert (release.zip_path, release.sha256) == ("", "")
+    assert list(releases_dir.iterdir()) == []
+
+
+@pytest.mark.django_db
+def test_a_worker_stopped_mid_build_marks_the_release_failed(monkeypatch):
+    release = make_release(make_study("s1"))
+
+    def interrupted(*args, **kwargs):
+        raise SystemExit(1)
+
+    monkeypatch.setattr(tasks, "build_release", interrupted)
+    with pytest.raises(SystemExit):
+        build_release_task.call(str(release.public_id))
+
+    release.refresh_from_db()
+    assert release.status == ReleaseStatus.FAILED
+    assert "worker was stopped" in release.error
+
+
+@pytest.mark.django_db
+def test_a_build_that_cannot_be_queued_says_so(monkeypatch, django_capture_on_commit_callbacks):
+    class Broken:
+        def enqueue(self, *args):
+            raise ConnectionError("queue unavailable")
+
+    monkeypatch.setattr(tasks, "build_release_task", Broken())
+    with django_capture_on_commit_callbacks(execute=True):
+        release = _request(rated_study())
+
+    release.refresh_from_db()
+    assert release.status == ReleaseStatus.FAILED
+    assert "could not be queued" in release.error
