@@ -105,6 +105,28 @@
   });
 
   // A successful submission clears its draft.
+  // While a rating is being saved, a second submit (a double click faster than htmx disables
+  // the button) must not fall through to a plain form post.
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (form && form.id === "rating-form" && form.dataset.busy) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const form = event.detail.elt;
+    if (form && form.id === "rating-form") {
+      form.dataset.busy = "1";
+    }
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const form = event.detail.elt;
+    if (form && form.id === "rating-form") {
+      delete form.dataset.busy;
+    }
+  });
+
   document.addEventListener("htmx:afterRequest", function (event) {
     const form = event.detail.elt;
     if (form && form.id === "rating-form" && event.detail.successful) {
