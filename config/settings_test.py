@@ -26,3 +26,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F
 TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": ["default"]}}
 # Never the project's releases/ folder; the release tests point it at their own tmp_path.
 RELEASES_DIR = Path(tempfile.gettempdir()) / "readingroom-test-releases"
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, not SQLite's shared in-memory database: the browser tests' live server runs in another
+    # thread, and with shared cache a concurrent write fails at once ("table is locked") instead of
+    # waiting its turn.
+    import tempfile
+    from pathlib import Path
+
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": str(Path(tempfile.gettempdir()) / f"readingroom-test-{os.getpid()}.sqlite3")
+    }
