@@ -409,6 +409,10 @@ class Assignment(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     example = models.ForeignKey(Example, on_delete=models.PROTECT, related_name="assignments")
     reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="assignments")
+    # The example's study and task, copied (save() fills them): a reader's queue and the routing
+    # load are then index scans instead of joins over every example of the study.
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+", editable=False)
+    task = models.CharField(max_length=16, choices=Task.choices, editable=False)
     slot = models.PositiveSmallIntegerField()
     status = models.CharField(max_length=8, choices=AssignmentStatus.choices, default=AssignmentStatus.OPEN)
     queue_order = models.BigIntegerField(
@@ -436,10 +440,18 @@ class Assignment(models.Model):
             models.CheckConstraint(condition=Q(slot__gte=1, slot__lte=THIRD_READ_SLOT), name="assignment_slot_1_to_3"),
             models.CheckConstraint(condition=Q(status__in=AssignmentStatus.values), name="assignment_status_valid"),
         ]
-        indexes = [models.Index(fields=["reader", "status", "queue_order"])]
+        indexes = [
+            models.Index(fields=["reader", "status", "queue_order"]),
+            models.Index(fields=["reader", "study", "task", "status", "queue_order"], name="assignment_reader_queue"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.reader} -> {self.example} (slot {self.slot})"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.study_id is None or not self.task:
+            self.study_id, self.task = self.example.study_id, self.example.task
+        super().save(*args, **kwargs)
 
     @property
     def is_third_read(self) -> bool:

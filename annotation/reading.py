@@ -97,16 +97,16 @@ def reader_queues(reader) -> list[dict]:
     """The reader's queues, one per (study, task), with done / assigned counts. One query."""
     rows = (
         Assignment.objects.filter(reader=reader)
-        .values("example__study__slug", "example__study__name", "example__task")
+        .values("study__slug", "study__name", "task")
         .annotate(total=Count("pk"), open=Count("pk", filter=Q(status=AssignmentStatus.OPEN)))
-        .order_by("example__study__name", "example__task")
+        .order_by("study__name", "task")
     )
     return [
         {
-            "study_slug": row["example__study__slug"],
-            "study_name": row["example__study__name"],
-            "task": row["example__task"],
-            "task_label": Task(row["example__task"]).label,
+            "study_slug": row["study__slug"],
+            "study_name": row["study__name"],
+            "task": row["task"],
+            "task_label": Task(row["task"]).label,
             "total": row["total"],
             "done": row["total"] - row["open"],
         }
@@ -117,9 +117,7 @@ def reader_queues(reader) -> list[dict]:
 def queue_position(assignment: Assignment) -> tuple[int, int]:
     """(N, M): this is item N of the reader's M in this study and task."""
     counts = Assignment.objects.filter(
-        reader_id=assignment.reader_id,
-        example__study_id=assignment.example.study_id,
-        example__task=assignment.example.task,
+        reader_id=assignment.reader_id, study_id=assignment.study_id, task=assignment.task
     ).aggregate(total=Count("pk"), open=Count("pk", filter=Q(status=AssignmentStatus.OPEN)))
     done = counts["total"] - counts["open"]
     if assignment.status == AssignmentStatus.OPEN:
@@ -129,7 +127,7 @@ def queue_position(assignment: Assignment) -> tuple[int, int]:
 
 def next_assignment(reader, *, study_id: int, task: str) -> Assignment | None:
     return (
-        Assignment.objects.filter(reader=reader, example__study_id=study_id, example__task=task)
+        Assignment.objects.filter(reader=reader, study_id=study_id, task=task)
         .open()
         .select_related("example__pair", "example__study")
         .order_by("queue_order", "pk")

@@ -420,8 +420,8 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
             .order_by("pk")
             .values_list("pk", "pair_id", "task", "public_id")
         )
-        rows = Assignment.objects.filter(example__study=study).values_list(
-            "example_id", "reader_id", "slot", "status", "example__task", "example__pair_id"
+        rows = Assignment.objects.filter(study=study).values_list(
+            "example_id", "reader_id", "slot", "status", "task", "example__pair_id"
         )
         readers_of: dict[int, set[int]] = defaultdict(set)  # example -> every reader it ever had
         taken_slots: dict[int, set[int]] = defaultdict(set)
@@ -474,6 +474,8 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
                 new.append(
                     Assignment(
                         example_id=example_pk,
+                        study=study,
+                        task=task,
                         reader_id=reader_pk,
                         slot=slot,
                         queue_order=tiebreak(study.seed, "queue", reader_pk, public_id),

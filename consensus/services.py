@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import (
@@ -330,9 +331,14 @@ def eligible_readers(example: Example) -> list[AbstractBaseUser]:
         )
         .exclude(Exists(Assignment.objects.filter(example=example, reader=OuterRef("user_id"))))
         .annotate(
-            load=Count(
-                "user__assignments",
-                filter=Q(user__assignments__status=AssignmentStatus.OPEN, user__assignments__example__study=study),
+            load=Coalesce(
+                Subquery(
+                    Assignment.objects.filter(reader=OuterRef("user_id"), study=study, status=AssignmentStatus.OPEN)
+                    .values("reader")
+                    .annotate(n=Count("pk"))
+                    .values("n")
+                ),
+                0,
             ),
             has_sibling=Exists(
                 Assignment.objects.filter(
