@@ -126,13 +126,18 @@ def queue_position(assignment: Assignment) -> tuple[int, int]:
 
 
 def next_assignment(reader, *, study_id: int, task: str) -> Assignment | None:
-    return (
+    # Two queries on purpose: the first walks the queue index alone; with the joins of the
+    # second, PostgreSQL would sort the reader's whole open queue instead.
+    pk = (
         Assignment.objects.filter(reader=reader, study_id=study_id, task=task)
         .open()
-        .select_related("example__pair", "example__study")
         .order_by("queue_order", "pk")
+        .values_list("pk", flat=True)
         .first()
     )
+    if pk is None:
+        return None
+    return Assignment.objects.select_related("example__pair", "example__study").get(pk=pk)
 
 
 def adjudication_queue(adjudicator) -> dict:
