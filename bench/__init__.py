@@ -1,0 +1,1 @@
+"""Benchmarks (not shipped with the application): see README.md, "Benchmarks"."""

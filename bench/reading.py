@@ -1,0 +1,510 @@
+"""Benchmark of the reading API on PostgreSQL behind gunicorn, against a floor on the same stack.
+
+    .venv/bin/python bench/reading.py [--pairs 50000] [--readers 20] [--duration 60]
+
+1. (Re)creates the database (default readingroom_bench on 127.0.0.1; its name must contain
+   "bench"), migrates it and generates a study (bench/generate_study.py), then collectstatic.
+2. Starts gunicorn (config.wsgi, production settings: DEBUG off) on a free port of 127.0.0.1,
+   with the settings module bench.settings, which adds one URL: the floor, a bare view doing one
+   indexed SELECT. The application itself has no such endpoint.
+3. Phase "floor": N clients GET the floor with random assignment ids for --duration seconds.
+   Phase "readers": N simulated readers, each with its API token, loop for --duration seconds:
+   GET /api/reading/next/?task=... then POST /api/reading/<id>/rating/ (a valid rating,
+   a rationale and the form token). No think time unless --think-ms: each client sends its next
+   request at once.
+4. Prints requests, errors and latency percentiles per operation, and the ratio of their p99 to
+   the floor's; then checks that every successful submit is stored as an Annotation with its
+   form token. Results also go to bench/out/reading-<time>.json.
+
+Talks to 127.0.0.1 only. Gunicorn is stopped at the end, on errors and on Ctrl+C.
+"""
+
+import argparse
+import http.client
+import json
+import math
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+OUT = ROOT / "bench" / "out"
+LOOPBACK = "127.0.0.1"
+SLUG = "bench"
+REQUEST_TIMEOUT = 30.0
+TARGET_P99_MS = 100.0
+TARGET_FLOOR_RATIO = 2.0
+# Realism examples outnumber equivalence examples two to one in every queue.
+TASKS = ("realism", "realism", "equivalence")
+RATIONALE = "Benchmark rating: the wording differs from routine reports."
+
+
+# --- Setup --------------------------------------------------------------------------------------
+
+
+def server_environment(database_url: str) -> dict[str, str]:
+    """Production settings on loopback: DEBUG off, no TLS redirects or secure-only cookies."""
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="bench.settings",
+        PYTHONPATH=str(ROOT),
+        DEBUG="0",
+        SECRET_KEY=secrets.token_urlsafe(50),
+        ALLOWED_HOSTS=LOOPBACK,
+        SECURE_SSL_REDIRECT="0",
+        SESSION_COOKIE_SECURE="0",
+        CSRF_COOKIE_SECURE="0",
+        DATABASE_URL=database_url,
+    )
+    return env
+
+
+def check_database_url(database_url: str) -> str:
+    """The database name, after refusing anything but a benchmark database on loopback."""
+    parts = urlsplit(database_url)
+    name = parts.path.lstrip("/")
+    if parts.scheme not in ("postgres", "postgresql"):
+        sys.exit(f"{database_url}: the benchmark runs on PostgreSQL (postgres://...).")
+    if parts.hostname != LOOPBACK:
+        sys.exit(f"{database_url}: the benchmark talks to {LOOPBACK} only.")
+    if "bench" not in name:
+        sys.exit(f"{database_url}: the benchmark drops its database; its name must contain 'bench'.")
+    return name
+
+
+def recreate_database(database_url: str, name: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    maintenance = urlsplit(database_url)._replace(path="/postgres").geturl()
+    with psycopg.connect(maintenance, autocommit=True) as connection:
+        connection.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def run(step: str, command: list[str], env: dict[str, str]) -> list[str]:
+    """Run a setup command in the project folder, echoing its output; fail loudly."""
+    print(f"\n== {step}", flush=True)
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        print("   " + line, end="", flush=True)
+        lines.append(line.rstrip("\n"))
+    if process.wait() != 0:
+        sys.exit(f"{step} failed (exit status {process.returncode}).")
+    print(f"   ({time.perf_counter() - started:.1f} s)", flush=True)
+    return lines
+
+
+def setup_django(env: dict[str, str]) -> None:
+    """Django in this process too, for the tokens, the floor's ids and the final check."""
+    os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "DEBUG", "SECRET_KEY", "DATABASE_URL")})
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def reader_tokens(slug: str) -> list[str]:
+    from rest_framework.authtoken.models import Token
+
+    return list(
+        Token.objects.filter(
+            user__study_memberships__study__slug=slug, user__study_memberships__role="reader"
+        ).values_list("key", flat=True)
+    )
+
+
+def floor_ids(slug: str, count: int) -> list[str]:
+    from annotation.models import Assignment
+
+    pks = list(Assignment.objects.filter(example__study__slug=slug).values_list("pk", flat=True))
+    chosen = random.Random(7).sample(pks, min(count, len(pks)))
+    return [
+        str(public_id) for public_id in Assignment.objects.filter(pk__in=chosen).values_list("public_id", flat=True)
+    ]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def start_gunicorn(env: dict[str, str], port: int, workers: int, log_path: Path) -> subprocess.Popen:
+    command = [
+        str(Path(PYTHON).with_name("gunicorn")),
+        "config.wsgi:application",
+        "--bind",
+        f"{LOOPBACK}:{port}",
+        "--workers",
+        str(workers),
+        "--worker-class",
+        "sync",
+        "--timeout",
+        "60",
+        "--log-level",
+        "warning",
+    ]
+    log = open(log_path, "w")  # noqa: SIM115 - kept open for the server's lifetime
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop_gunicorn(server: subprocess.Popen) -> None:
+    if server.poll() is not None:
+        return
+    server.send_signal(signal.SIGTERM)  # graceful: the master stops its workers
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def wait_until_serving(port: int, path: str, server: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"gunicorn exited (status {server.returncode}); see its log in bench/out/.")
+        try:
+            status, _ = request(port, "GET", path)
+        except OSError:
+            time.sleep(0.2)
+            continue
+        if status == 200:
+            return
+        sys.exit(f"gunicorn answers {status} on {path}; see its log in bench/out/.")
+    sys.exit(f"gunicorn did not answer within {timeout:.0f} s.")
+
+
+# --- Load ---------------------------------------------------------------------------------------
+
+
+def request(port: int, method: str, path: str, *, token: str = "", body: dict | None = None) -> tuple[int, bytes]:
+    """One request on a new connection (gunicorn's sync workers close every connection)."""
+    connection = http.client.HTTPConnection(LOOPBACK, port, timeout=REQUEST_TIMEOUT)
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Token {token}"
+    payload = None
+    if body is not None:
+        payload = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    try:
+        connection.request(method, path, body=payload, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+@dataclass
+class Recorder:
+    """Latencies and errors per operation, shared by the client threads of one phase."""
+
+    max_requests: int
+    deadline: float
+    stop: threading.Event
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    attempts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    error_samples: list[str] = field(default_factory=list)
+    other: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    submitted: list[tuple[str, str]] = field(default_factory=list)
+    sent: int = 0
+    load_before: str = ""
+    load_after: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def may_send(self) -> bool:
+        with self.lock:
+            if self.stop.is_set() or time.monotonic() >= self.deadline or self.sent >= self.max_requests:
+                return False
+            self.sent += 1
+            return True
+
+    def timed(self, operation: str, port: int, method: str, path: str, ok: tuple[int, ...], **kwargs):
+        """(status, body) of the request, its latency recorded; None (an error recorded) on failure."""
+        with self.lock:
+            self.attempts[operation] += 1
+        started = time.perf_counter()
+        try:
+            status, body = request(port, method, path, **kwargs)
+        except (OSError, http.client.HTTPException) as failure:
+            self.error(operation, f"{method} {path}: {failure!r}")
+            return None
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        with self.lock:
+            self.latencies[operation].append(elapsed_ms)
+        if status not in ok:
+            self.error(operation, f"{method} {path}: HTTP {status} {body[:200]!r}")
+            return None
+        return status, body
+
+    def error(self, operation: str, message: str) -> None:
+        with self.lock:
+            self.errors[operation] += 1
+            if len(self.error_samples) < 20:
+                self.error_samples.append(message)
+
+
+def floor_client(recorder: Recorder, port: int, ids: list[str], seed: int, think: float) -> None:
+    rng = random.Random(seed)
+    while recorder.may_send():
+        recorder.timed("floor", port, "GET", f"/bench/floor/{rng.choice(ids)}/", (200,))
+        recorder.stop.wait(think)
+
+
+def reader_client(recorder: Recorder, port: int, token: str, seed: int, think: float) -> None:
+    rng = random.Random(seed)
+    while recorder.may_send():
+        recorder.stop.wait(think)
+        task = rng.choice(TASKS)
+        answer = recorder.timed("next", port, "GET", f"/api/reading/next/?task={task}", (200, 204), token=token)
+        if answer is None:
+            continue
+        status, body = answer
+        if status == 204:
+            with recorder.lock:
+                recorder.other[f"next: {task} queue done"] += 1
+            continue
+        item = json.loads(body)
+        labels = [label["value"] for label in item["labels"]]
+        rating = rng.choices(labels, weights=(0.7, 0.2, 0.1))[0]
+        form = {"rating": rating, "rationale": RATIONALE, "form_token": item["form_token"]}
+        if not recorder.may_send():
+            break
+        answer = recorder.timed(
+            "submit", port, "POST", f"/api/reading/{item['id']}/rating/", (200, 201), token=token, body=form
+        )
+        if answer is not None:
+            with recorder.lock:
+                recorder.submitted.append((item["id"], item["form_token"]))
+
+
+def phase(name: str, target, per_client: list[tuple], duration: float, max_requests: int, stop: threading.Event):
+    """Run one client thread per argument tuple until the deadline or the request cap: (recorder, seconds)."""
+    recorder = Recorder(max_requests=max_requests, deadline=time.monotonic() + duration, stop=stop)
+    threads = [threading.Thread(target=target, args=(recorder, *args), daemon=True) for args in per_client]
+    recorder.load_before = load_average()
+    # The load average counts everything on the machine; before a phase, it shows other work.
+    print(f"\n== {name}: {len(threads)} clients, load average before {recorder.load_before}", flush=True)
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(timeout=0.5)
+    elapsed = time.perf_counter() - started
+    total = sum(recorder.attempts.values())
+    recorder.load_after = load_average()
+    print(f"   {total} requests in {elapsed:.1f} s ({total / elapsed:.0f}/s), load average after {recorder.load_after}")
+    return recorder, elapsed
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+# --- Results ------------------------------------------------------------------------------------
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    """Nearest-rank percentile of a sorted list."""
+    if not ordered:
+        return float("nan")
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def summarize(operation: str, recorder: Recorder, elapsed: float) -> dict:
+    ordered = sorted(recorder.latencies[operation])
+    return {
+        "operation": operation,
+        "requests": recorder.attempts[operation],
+        "errors": recorder.errors[operation],
+        "per_second": recorder.attempts[operation] / elapsed if elapsed else 0.0,
+        "p50": percentile(ordered, 50),
+        "p95": percentile(ordered, 95),
+        "p99": percentile(ordered, 99),
+        "max": ordered[-1] if ordered else float("nan"),
+    }
+
+
+def print_table(rows: list[dict], floor_p99: float) -> None:
+    header = f"{'operation':<10} {'requests':>9} {'errors':>7} {'req/s':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
+    print("\n" + header + f" {'p99/floor':>10}")
+    print("-" * (len(header) + 11))
+    for row in rows:
+        ratio = row["p99"] / floor_p99 if floor_p99 else float("nan")
+        print(
+            f"{row['operation']:<10} {row['requests']:>9} {row['errors']:>7} {row['per_second']:>7.0f} "
+            f"{row['p50']:>8.1f} {row['p95']:>8.1f} {row['p99']:>8.1f} {row['max']:>8.1f} {ratio:>10.2f}"
+        )
+    print("(latencies in ms, measured by the client: connect, request, full response)")
+
+
+def verify_submits(submitted: list[tuple[str, str]]) -> dict:
+    """Every successful submit is stored: an Annotation with its form token, on its assignment."""
+    from annotation.models import Annotation
+
+    stored: dict[str, str] = {}
+    tokens = [token for _, token in submitted]
+    for start in range(0, len(tokens), 5000):
+        rows = Annotation.objects.filter(form_token__in=tokens[start : start + 5000]).values_list(
+            "form_token", "assignment__public_id"
+        )
+        stored.update({str(token): str(assignment) for token, assignment in rows})
+    missing = [(a, t) for a, t in submitted if stored.get(str(uuid.UUID(t))) != str(uuid.UUID(a))]
+    return {"successful_submits": len(submitted), "stored": len(submitted) - len(missing), "missing": len(missing)}
+
+
+def server_errors(log_path: Path) -> int:
+    text = log_path.read_text(errors="replace")
+    return text.count("Traceback") + text.count("[CRITICAL]")
+
+
+# --- Main ---------------------------------------------------------------------------------------
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    cores = os.cpu_count() or 1
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=f"postgres://postgres@{LOOPBACK}:5432/readingroom_bench")
+    parser.add_argument("--pairs", type=int, default=50_000)
+    parser.add_argument("--readers", type=int, default=20, help="readers in the study = concurrent clients")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds per phase")
+    parser.add_argument("--max-requests", type=int, default=200_000, help="cap on requests per phase")
+    parser.add_argument("--workers", type=int, default=2 * cores + 1, help="gunicorn workers (default 2*cores+1)")
+    parser.add_argument("--first-reads", type=float, default=0.0, help="share of examples with a stored first read")
+    parser.add_argument("--think-ms", type=float, default=0.0, help="pause of a client between items (default none)")
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds of unrecorded load first")
+    parser.add_argument("--reuse-database", action="store_true", help="skip creating and generating the database")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # a plain `kill` stops gunicorn too, like Ctrl+C
+    name = check_database_url(args.database_url)
+    env = server_environment(args.database_url)
+    OUT.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    setup_log: list[str] = []
+
+    if not args.reuse_database:
+        print(f"== database {name}: dropped and created again", flush=True)
+        recreate_database(args.database_url, name)
+        run("migrate", [PYTHON, "manage.py", "migrate", "--no-input", "-v", "1"], env)
+        generate = [PYTHON, "bench/generate_study.py", f"--pairs={args.pairs}", f"--readers={args.readers}"]
+        generate += [f"--database-url={args.database_url}", f"--slug={SLUG}", f"--first-reads={args.first_reads}"]
+        setup_log = run("generate_study", generate, env)
+        run("collectstatic", [PYTHON, "manage.py", "collectstatic", "--no-input", "-v", "0"], env)
+
+    setup_django(env)
+    from django.db import connections
+
+    tokens = reader_tokens(SLUG)
+    ids = floor_ids(SLUG, 20_000)
+    connections.close_all()
+    if len(tokens) < args.readers:
+        sys.exit(f"The study has {len(tokens)} readers with tokens; asked for {args.readers} clients.")
+
+    port = free_port()
+    log_path = OUT / f"gunicorn-{stamp}.log"
+    print(f"\n== gunicorn: {args.workers} sync workers on {LOOPBACK}:{port} (log: {log_path})", flush=True)
+    server = start_gunicorn(env, port, args.workers, log_path)
+    stop = threading.Event()
+    results: dict = {
+        "started": stamp,
+        "cores": cores,
+        "workers": args.workers,
+        "clients": args.readers,
+        "pairs": args.pairs,
+        "think_ms": args.think_ms,
+        "first_reads": args.first_reads,
+        "reused_database": args.reuse_database,
+    }
+    try:
+        wait_until_serving(port, f"/bench/floor/{ids[0]}/", server)
+        clients = range(args.readers)
+        think = args.think_ms / 1000
+        if args.warmup > 0:
+            # Every worker connects to the database and fills its caches before anything is recorded.
+            warm_floor = [(port, ids, 1000 + n, 0.0) for n in clients]
+            phase("warm-up (floor)", floor_client, warm_floor, args.warmup / 2, 10_000, stop)
+            warm_readers = [(port, tokens[n], 2000 + n, 0.0) for n in clients]
+            phase("warm-up (readers)", reader_client, warm_readers, args.warmup / 2, 10_000, stop)
+        floor_args = [(port, ids, n, think) for n in clients]
+        floor, floor_elapsed = phase("floor", floor_client, floor_args, args.duration, args.max_requests, stop)
+        reader_args = [(port, tokens[n], 100 + n, think) for n in clients]
+        readers, readers_elapsed = phase("readers", reader_client, reader_args, args.duration, args.max_requests, stop)
+    except KeyboardInterrupt:
+        stop.set()
+        print("\nInterrupted: stopping gunicorn.", file=sys.stderr)
+        return 130
+    finally:
+        stop.set()
+        stop_gunicorn(server)
+
+    rows = [
+        summarize("floor", floor, floor_elapsed),
+        summarize("next", readers, readers_elapsed),
+        summarize("submit", readers, readers_elapsed),
+    ]
+    floor_p99 = rows[0]["p99"]
+    print_table(rows, floor_p99)
+    for message in floor.error_samples + readers.error_samples:
+        print(f"   error: {message}")
+    for what, count in readers.other.items():
+        print(f"   {what}: {count}")
+    check = verify_submits(readers.submitted)
+    tracebacks = server_errors(log_path)
+    print(
+        f"\nSubmits verified in the database: {check['stored']} of {check['successful_submits']} stored, "
+        f"missing = {check['missing']}. Server tracebacks: {tracebacks}."
+    )
+    errors = sum(row["errors"] for row in rows) + tracebacks
+    slowest = max(rows[1]["p99"], rows[2]["p99"])
+    met = errors == 0 and check["missing"] == 0 and slowest < TARGET_P99_MS
+    met = met and slowest <= TARGET_FLOOR_RATIO * floor_p99
+    print(
+        f"Target (p99 < {TARGET_P99_MS:.0f} ms and within {TARGET_FLOOR_RATIO:.0f}x of the floor, "
+        f"no errors, nothing missing): {'met' if met else 'MISSED'}"
+    )
+    results.update(
+        rows=rows,
+        verification=check,
+        server_tracebacks=tracebacks,
+        other=dict(readers.other),
+        error_samples=floor.error_samples + readers.error_samples,
+        load_average={
+            "floor": [floor.load_before, floor.load_after],
+            "readers": [readers.load_before, readers.load_after],
+        },
+        setup=setup_log,
+        target_met=met,
+    )
+    result_path = OUT / f"reading-{stamp}.json"
+    result_path.write_text(json.dumps(results, indent=2))
+    print(f"Results: {result_path}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
