@@ -358,6 +358,15 @@ class Example(models.Model):
         return f"{self.task}:{self.pair}{suffix}"
 
 
+class StudyMemberQuerySet(models.QuerySet):
+    def able(self, study: Study, role: str) -> "StudyMemberQuerySet":
+        """Who may be given work in this role now: enrolled and active, with an active account
+        that still holds the role (its group is the role's label)."""
+        return self.filter(
+            study=study, role=role, active=True, user__is_active=True, user__groups__name=Role(role).label
+        )
+
+
 class StudyMember(models.Model):
     """A reader or adjudicator enrolled in a study: the pool that queues and routing draw from."""
 
@@ -369,6 +378,8 @@ class StudyMember(models.Model):
     )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = StudyMemberQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -35,7 +35,7 @@ from annotation.models import (
     Variation,
     Verdict,
 )
-from annotation.roles import ROLE_GROUP_NAMES, has_role
+from annotation.roles import has_role
 
 Progress = Callable[[int, int], None]
 
@@ -379,18 +379,6 @@ class AssignReport:
         return {"assigned": self.assigned, "unfilled": self.unfilled, "summary": self.summary, "notes": self.notes}
 
 
-def _reader_members(study: Study) -> list[StudyMember]:
-    return list(
-        StudyMember.objects.filter(
-            study=study,
-            role=MemberRole.READER,
-            active=True,
-            user__is_active=True,
-            user__groups__name=ROLE_GROUP_NAMES[Role.READER],
-        ).select_related("user")
-    )
-
-
 def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | None = None) -> AssignReport:
     """Give every sampled example that still needs initial reads distinct readers, load balanced.
 
@@ -404,7 +392,7 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
     tasks = tasks or [Task.REALISM, Task.EQUIVALENCE]
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
-        members = _reader_members(study)
+        members = list(StudyMember.objects.able(study, MemberRole.READER).select_related("user"))
         if len(members) < 2:
             raise QueueRefused(
                 f"Study {study.slug} has {len(members)} active reader(s); every example needs 2 distinct readers. "
@@ -513,8 +501,7 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
 
 def _member_reader(study: Study, user: AbstractBaseUser) -> None:
     """The same rule as automatic assignment and routing: an active account, the Reader role, enrolled."""
-    enrolled = StudyMember.objects.filter(study=study, user=user, role=MemberRole.READER, active=True).exists()
-    if not (enrolled and user.is_active and has_role(user, Role.READER)):
+    if not StudyMember.objects.able(study, MemberRole.READER).filter(user=user).exists():
         raise QueueRefused(
             f"{user.get_username()} is not an active reader of study {study.slug} (enrolled, with the Reader "
             "role and an active account). Add them first."

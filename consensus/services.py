@@ -33,12 +33,10 @@ from annotation.models import (
     MemberRole,
     Rating,
     ReportType,
-    Role,
     StudyMember,
     Subspecialty,
     Task,
 )
-from annotation.roles import ROLE_GROUP_NAMES
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 
 INITIAL_SLOTS = (1, 2)
@@ -322,13 +320,7 @@ def eligible_readers(example: Example) -> list[AbstractBaseUser]:
     """
     study = example.study
     members = (
-        StudyMember.objects.filter(
-            study=study,
-            role=MemberRole.READER,
-            active=True,
-            user__is_active=True,
-            user__groups__name=ROLE_GROUP_NAMES[Role.READER],
-        )
+        StudyMember.objects.able(study, MemberRole.READER)
         .exclude(Exists(Assignment.objects.filter(example=example, reader=OuterRef("user_id"))))
         .annotate(
             load=Coalesce(
@@ -366,13 +358,7 @@ def eligible_adjudicators(example: Example) -> list[AbstractBaseUser]:
     """Adjudicators who read none of the example's reports, cardiothoracic first, then least loaded."""
     study = example.study
     members = (
-        StudyMember.objects.filter(
-            study=study,
-            role=MemberRole.ADJUDICATOR,
-            active=True,
-            user__is_active=True,
-            user__groups__name=ROLE_GROUP_NAMES[Role.ADJUDICATOR],
-        )
+        StudyMember.objects.able(study, MemberRole.ADJUDICATOR)
         .exclude(Exists(Assignment.objects.filter(example=example, reader=OuterRef("user_id"))))
         .exclude(Exists(Adjudication.objects.filter(example=example, adjudicator=OuterRef("user_id"))))
         .annotate(
