@@ -530,20 +530,28 @@ def show_assignment(assignment_pk: int) -> Assignment:
     Third readers get a seeded random order. Runs under the example lock so that two initial
     readers opening at the same moment still get opposite orders.
     """
+    return _show(Assignment, assignment_pk, _draw_report_a)
+
+
+def show_adjudication(adjudication_pk: int) -> Adjudication:
+    """Mark an adjudication as shown and, for Task 2, draw its own random A/B order."""
+    return _show(Adjudication, adjudication_pk, _coin_report_a)
+
+
+def _show(model: type[Assignment] | type[Adjudication], pk: int, draw_report_a) -> Assignment | Adjudication:
     with transaction.atomic():
-        example_pk = Assignment.objects.filter(pk=assignment_pk).values_list("example_id", flat=True).get()
-        example = lock_example(example_pk)
-        assignment = Assignment.objects.get(pk=assignment_pk)
+        example = lock_example(model.objects.filter(pk=pk).values_list("example_id", flat=True).get())
+        shown = model.objects.get(pk=pk)
         fields = []
-        if assignment.first_shown_at is None:
-            assignment.first_shown_at = timezone.now()
+        if shown.first_shown_at is None:
+            shown.first_shown_at = timezone.now()
             fields.append("first_shown_at")
-        if example.task == Task.EQUIVALENCE and not assignment.report_a_type:
-            assignment.report_a_type = _draw_report_a(example, assignment)
+        if example.task == Task.EQUIVALENCE and not shown.report_a_type:
+            shown.report_a_type = draw_report_a(example, shown)
             fields.append("report_a_type")
         if fields:
-            assignment.save(update_fields=fields)
-    return assignment
+            shown.save(update_fields=fields)
+    return shown
 
 
 def _draw_report_a(example: Example, assignment: Assignment) -> str:
@@ -557,24 +565,9 @@ def _draw_report_a(example: Example, assignment: Assignment) -> str:
         )
         if other is not None:
             return ReportType.ALTERNATIVE if other == ReportType.ORIGINAL else ReportType.ORIGINAL
-    coin = tiebreak(example.study.seed, "report-a", assignment.public_id) % 2
+    return _coin_report_a(example, assignment)
+
+
+def _coin_report_a(example: Example, shown: Assignment | Adjudication) -> str:
+    coin = tiebreak(example.study.seed, "report-a", shown.public_id) % 2
     return ReportType.ORIGINAL if coin == 0 else ReportType.ALTERNATIVE
-
-
-def show_adjudication(adjudication_pk: int) -> Adjudication:
-    """Mark an adjudication as shown and, for Task 2, draw its own random A/B order."""
-    with transaction.atomic():
-        example_pk = Adjudication.objects.filter(pk=adjudication_pk).values_list("example_id", flat=True).get()
-        example = lock_example(example_pk)
-        adjudication = Adjudication.objects.get(pk=adjudication_pk)
-        fields = []
-        if adjudication.first_shown_at is None:
-            adjudication.first_shown_at = timezone.now()
-            fields.append("first_shown_at")
-        if example.task == Task.EQUIVALENCE and not adjudication.report_a_type:
-            coin = tiebreak(example.study.seed, "report-a", adjudication.public_id) % 2
-            adjudication.report_a_type = ReportType.ORIGINAL if coin == 0 else ReportType.ALTERNATIVE
-            fields.append("report_a_type")
-        if fields:
-            adjudication.save(update_fields=fields)
-    return adjudication
