@@ -175,21 +175,10 @@ class ReadingViewSet(viewsets.ViewSet):
         task = request.query_params.get("task")
         if task not in Task.values:
             raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
-        queue = Assignment.objects.filter(reader=request.user, task=task).open()
-        if slug := request.query_params.get("study"):
-            queue = queue.filter(study__slug=slug)
-        # The first item of the lowest-numbered study with open work. Sorting the whole queue by
-        # study reads every assignment of the reader; walking the (reader, status, queue_order)
-        # index finds the first item of some study at once, and only if an earlier study also has
-        # open work does the whole queue need sorting.
-        first = queue.order_by("queue_order", "pk").values_list("pk", "study_id").first()
-        if first is None:
+        assignment = next_assignment(request.user, task=task, study_slug=request.query_params.get("study"))
+        if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        following, study_id = first
-        if queue.filter(study_id__lt=study_id).exists():
-            following = queue.order_by("study_id", "queue_order", "pk").values_list("pk", flat=True).first()
-        show_assignment(following)
-        assignment = Assignment.objects.select_related("example__pair", "example__study").get(pk=following)
+        show_assignment(assignment)
         return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
 
     @extend_schema(parameters=[ASSIGNMENT_ID], responses={200: serializers.ReadingItemSerializer})
@@ -197,8 +186,7 @@ class ReadingViewSet(viewsets.ViewSet):
         """One of your assignments (another reader's is 404)."""
         assignment = _own_assignment(request, assignment_id)
         if assignment.status == AssignmentStatus.OPEN:
-            show_assignment(assignment.pk)
-            assignment = _own_assignment(request, assignment_id)
+            show_assignment(assignment)
         return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
 
     @extend_schema(

@@ -7,7 +7,7 @@ their text.
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Subquery
 
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
@@ -115,29 +115,36 @@ def reader_queues(reader) -> list[dict]:
 
 
 def queue_position(assignment: Assignment) -> tuple[int, int]:
-    """(N, M): this is item N of the reader's M in this study and task."""
+    """(N, M): this is item N of the reader's M in this study and task.
+
+    COUNT(*) and COUNT(status), not COUNT(pk): every column it needs is in the reader-queue index, so
+    PostgreSQL counts from the index alone instead of visiting each assignment.
+    """
     counts = Assignment.objects.filter(
         reader_id=assignment.reader_id, study_id=assignment.study_id, task=assignment.task
-    ).aggregate(total=Count("pk"), open=Count("pk", filter=Q(status=AssignmentStatus.OPEN)))
+    ).aggregate(total=Count("*"), open=Count("status", filter=Q(status=AssignmentStatus.OPEN)))
     done = counts["total"] - counts["open"]
     if assignment.status == AssignmentStatus.OPEN:
         return done + 1, counts["total"]
     return done, counts["total"]
 
 
-def next_assignment(reader, *, study_id: int, task: str) -> Assignment | None:
-    # Two queries on purpose: the first walks the queue index alone; with the joins of the
-    # second, PostgreSQL would sort the reader's whole open queue instead.
-    pk = (
-        Assignment.objects.filter(reader=reader, study_id=study_id, task=task)
-        .open()
-        .order_by("queue_order", "pk")
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if pk is None:
-        return None
-    return Assignment.objects.select_related("example__pair", "example__study").get(pk=pk)
+def next_assignment(
+    reader, *, task: str, study_id: int | None = None, study_slug: str | None = None
+) -> Assignment | None:
+    """The reader's first open assignment of a task, loaded with its example, pair and study.
+
+    In one study if given, else in the lowest-numbered study with open work. One query: the
+    inner SELECT walks the reader-queue index (reader, study, task, status, queue_order) and
+    stops at the first entry; the joins apply to that one row only.
+    """
+    queue = Assignment.objects.filter(reader=reader, task=task).open()
+    if study_id is not None:
+        queue = queue.filter(study_id=study_id)
+    if study_slug is not None:
+        queue = queue.filter(study__slug=study_slug)
+    first = queue.order_by("study_id", "queue_order", "pk").values("pk")[:1]
+    return Assignment.objects.select_related("example__pair", "example__study").filter(pk=Subquery(first)).first()
 
 
 def adjudication_queue(adjudicator) -> dict:

@@ -174,7 +174,7 @@ def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     if task not in Task.values:
         raise Http404
-    assignment = next_assignment(request.user, study_id=study.pk, task=task)
+    assignment = next_assignment(request.user, task=task, study_id=study.pk)
     if assignment is None:
         messages.success(request, f"You have finished your {Task(task).label} queue. Thank you.")
         return redirect("reader_home")
@@ -187,8 +187,7 @@ def reading_page(request: HttpRequest, assignment_id: uuid.UUID) -> HttpResponse
     if request.method == "POST":
         return _submit_rating(request, assignment)
     if assignment.status == AssignmentStatus.OPEN:
-        assignment = show_assignment(assignment.pk)
-        assignment = _own_assignment(request, assignment_id)
+        show_assignment(assignment)
     template = "annotation/reading.html"
     if request.htmx and not request.htmx.history_restore_request:
         template += "#reading-panel"
@@ -219,14 +218,13 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
         raise Http404 from None
 
     example = assignment.example
-    following = next_assignment(request.user, study_id=example.study_id, task=example.task)
+    following = next_assignment(request.user, task=example.task, study_id=example.study_id)
     if not request.htmx:
         return redirect("reading_page", following.public_id) if following else redirect("reader_home")
     if following is None:
         response = render(request, "annotation/reading.html#queue-done", {"task_label": Task(example.task).label})
         return push_url(response, reverse("reader_home"))
-    show_assignment(following.pk)
-    following = _own_assignment(request, following.public_id)
+    show_assignment(following)
     response = render(request, "annotation/reading.html#reading-panel", _reading_context(request, following))
     return push_url(response, reverse("reading_page", args=[following.public_id]))
 
@@ -291,13 +289,11 @@ def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpR
             return push_url(response, reverse("reader_home"))
         if not request.htmx:
             return redirect("adjudication_page", following.public_id)
-        show_adjudication(following.pk)
-        following = _own_adjudication(request, following.public_id)
+        following = show_adjudication(_own_adjudication(request, following.public_id))
         response = render(request, panel, _adjudication_context(following))
         return push_url(response, reverse("adjudication_page", args=[following.public_id]))
     if adjudication.status == AdjudicationStatus.OPEN:
-        show_adjudication(adjudication.pk)
-        adjudication = _own_adjudication(request, adjudication_id)
+        show_adjudication(adjudication)
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, panel, _adjudication_context(adjudication))
     return render(request, "annotation/adjudication.html", _adjudication_context(adjudication))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q, Subquery
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -107,68 +107,68 @@ def submit_annotation(
     annotation and answers every call with it. Another submission of an assignment that is
     already rated raises AlreadySubmitted.
     """
-    with transaction.atomic():
-        found = Assignment.objects.filter(public_id=assignment_id, reader=reader).values_list("pk", "example_id")
-        if not found:
-            raise NotFound
-        assignment_pk, example_pk = found[0]
-        example = lock_example(example_pk)
-        previous = _annotation_for_token(form_token, assignment_pk)
-        if previous is not None:
-            return SubmitResult(previous, created=False)
-        assignment = Assignment.objects.get(pk=assignment_pk)
-        if assignment.status == AssignmentStatus.DONE:
-            raise AlreadySubmitted(assignment.annotation)
-        if assignment.status == AssignmentStatus.VOIDED:
-            raise NotFound
-        rationale = validate_rating(example.task, rating, rationale)
-        if example.task == Task.EQUIVALENCE and not assignment.report_a_type:
-            # Rated without being shown through a page or the API's fetch (an API client that
-            # kept the item from an earlier session): fix the order now, as showing would have.
-            assignment.report_a_type = _draw_report_a(example, assignment)
-            Assignment.objects.filter(pk=assignment.pk).update(report_a_type=assignment.report_a_type)
-        now = timezone.now()
-        duration = None
-        if assignment.first_shown_at is not None:
-            duration = max(0, int((now - assignment.first_shown_at).total_seconds() * 1000))
-        try:
-            with transaction.atomic():
-                annotation = Annotation.objects.create(
-                    assignment=assignment,
-                    example=example,
-                    reader=reader,
-                    task=example.task,
-                    rating=rating,
-                    rationale=rationale,
-                    form_token=form_token,
-                    report_a_type=assignment.report_a_type,
-                    duration_ms=duration,
-                )
-        except IntegrityError:
-            previous = _annotation_for_token(form_token, assignment_pk)
+    try:
+        with transaction.atomic():
+            return _store_annotation(reader, assignment_id, rating, rationale, form_token)
+    except IntegrityError:
+        # The token is unique: it was used before, on another assignment (refused) or, by a
+        # concurrent request that committed first, on this one (answered with its annotation).
+        previous = Annotation.objects.filter(form_token=form_token).select_related("assignment").first()
+        if previous is None or previous.assignment.public_id != assignment_id:
             if previous is not None:
-                return SubmitResult(previous, created=False)
+                raise SubmissionRefused("This form was already used for another example. Reload the page.") from None
             raise
-        Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.DONE)
-        AuditEvent.objects.record(
-            AuditAction.SUBMITTED,
-            study=example.study,
-            actor=reader,
-            example=example,
-            subject=reader,
-            after={"assignment": str(assignment.public_id), "slot": assignment.slot, "rating": rating},
-        )
-        route_example(example)
+        return SubmitResult(previous, created=False)
+
+
+def _store_annotation(reader, assignment_id: uuid.UUID, rating: str, rationale: str, form_token: uuid.UUID):
+    found = Assignment.objects.filter(public_id=assignment_id, reader=reader).values_list("pk", "example_id")
+    if not found:
+        raise NotFound
+    assignment_pk, example_pk = found[0]
+    example = lock_example(example_pk)
+    assignment = Assignment.objects.select_related("annotation").get(pk=assignment_pk)
+    stored = getattr(assignment, "annotation", None)
+    if stored is not None and stored.form_token == form_token:
+        return SubmitResult(stored, created=False)
+    if assignment.status == AssignmentStatus.DONE:
+        raise AlreadySubmitted(stored)
+    if assignment.status == AssignmentStatus.VOIDED:
+        raise NotFound
+    rationale = validate_rating(example.task, rating, rationale)
+    if example.task == Task.EQUIVALENCE and not assignment.report_a_type:
+        # Rated without being shown through a page or the API's fetch (an API client that
+        # kept the item from an earlier session): fix the order now, as showing would have.
+        assignment.report_a_type = _draw_report_a(example, assignment)
+        Assignment.objects.filter(pk=assignment.pk).update(report_a_type=assignment.report_a_type)
+    now = timezone.now()
+    duration = None
+    if assignment.first_shown_at is not None:
+        duration = max(0, int((now - assignment.first_shown_at).total_seconds() * 1000))
+    # No savepoint around the insert: a reused token fails the whole transaction, and the
+    # caller answers from what is stored.
+    annotation = Annotation.objects.create(
+        assignment=assignment,
+        example=example,
+        reader=reader,
+        task=example.task,
+        rating=rating,
+        rationale=rationale,
+        form_token=form_token,
+        report_a_type=assignment.report_a_type,
+        duration_ms=duration,
+    )
+    Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.DONE)
+    AuditEvent.objects.record(
+        AuditAction.SUBMITTED,
+        study=example.study,
+        actor=reader,
+        example=example,
+        subject=reader,
+        after={"assignment": str(assignment.public_id), "slot": assignment.slot, "rating": rating},
+    )
+    route_example(example)
     return SubmitResult(annotation, created=True)
-
-
-def _annotation_for_token(form_token: uuid.UUID, assignment_pk: int) -> Annotation | None:
-    previous = Annotation.objects.filter(form_token=form_token).first()
-    if previous is None:
-        return None
-    if previous.assignment_id != assignment_pk:
-        raise SubmissionRefused("This form was already used for another example. Reload the page.")
-    return previous
 
 
 def route_example(example: Example, *, actor: AbstractBaseUser | None = None, refill: bool = False) -> None:
@@ -178,15 +178,14 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
     majority -> consensus (majority). Three all different -> one adjudicator, whose rating is
     the consensus (adjudicated). With refill (after a void), free initial slots get readers too.
     """
-    annotations = list(example.annotations.filter(voided_at__isnull=True).order_by("pk"))
-    ratings = [a.rating for a in annotations]
-    adjudication = example.adjudications.active().first()
+    ratings = list(example.annotations.filter(voided_at__isnull=True).order_by("pk").values_list("rating", flat=True))
     count = len(ratings)
 
     if count == 2 and ratings[0] == ratings[1]:
         _decide(example, ratings[0], LabelSource.UNANIMOUS, count, actor=actor)
         return
     if count == 3:
+        adjudication = example.adjudications.active().first()
         (top, votes), *_ = Counter(ratings).most_common(1)
         if votes >= 2:
             _decide(example, top, LabelSource.MAJORITY, count, actor=actor)
@@ -522,49 +521,47 @@ def void_annotation(annotation_id: uuid.UUID, *, actor: AbstractBaseUser, reason
     return annotation
 
 
-def show_assignment(assignment_pk: int) -> Assignment:
+def show_assignment(assignment: Assignment) -> Assignment:
     """Mark an assignment as shown (time on task starts) and, for Task 2, fix which report is A.
 
-    A/B is drawn once, when the assignment is first shown, and counterbalanced across the two
-    initial readers: if the first saw the original as Report A, the second sees it as Report B.
-    Third readers get a seeded random order. Runs under the example lock so that two initial
-    readers opening at the same moment still get opposite orders.
+    A/B is fixed when the assignment is first shown, and counterbalanced across the two initial
+    readers: a seeded coin per example gives slot 1 its order and slot 2 the other one, so if
+    the first reader saw the original as Report A, the second sees it as Report B, whoever
+    opens first. Third readers get their own seeded coin. Pass the assignment with its example
+    and study loaded; it is updated in place.
     """
-    return _show(Assignment, assignment_pk, _draw_report_a)
+    return _show(assignment, _draw_report_a)
 
 
-def show_adjudication(adjudication_pk: int) -> Adjudication:
+def show_adjudication(adjudication: Adjudication) -> Adjudication:
     """Mark an adjudication as shown and, for Task 2, draw its own random A/B order."""
-    return _show(Adjudication, adjudication_pk, _coin_report_a)
+    return _show(adjudication, _coin_report_a)
 
 
-def _show(model: type[Assignment] | type[Adjudication], pk: int, draw_report_a) -> Assignment | Adjudication:
-    with transaction.atomic():
-        example = lock_example(model.objects.filter(pk=pk).values_list("example_id", flat=True).get())
-        shown = model.objects.get(pk=pk)
-        fields = []
-        if shown.first_shown_at is None:
-            shown.first_shown_at = timezone.now()
-            fields.append("first_shown_at")
-        if example.task == Task.EQUIVALENCE and not shown.report_a_type:
-            shown.report_a_type = draw_report_a(example, shown)
-            fields.append("report_a_type")
-        if fields:
-            shown.save(update_fields=fields)
+def _show(shown: Assignment | Adjudication, draw_report_a) -> Assignment | Adjudication:
+    # One UPDATE and no lock: each value is written only while still unset, and the A/B order is
+    # a pure function of the study's seed and the example, so two tabs (or two readers) opening
+    # at the same moment store the same values whichever runs first.
+    changes = {}
+    if shown.first_shown_at is None:
+        shown.first_shown_at = timezone.now()
+        changes["first_shown_at"] = Coalesce(F("first_shown_at"), Value(shown.first_shown_at))
+    if shown.task == Task.EQUIVALENCE and not shown.report_a_type:
+        shown.report_a_type = draw_report_a(shown.example, shown)
+        changes["report_a_type"] = Case(
+            When(report_a_type="", then=Value(shown.report_a_type)), default=F("report_a_type")
+        )
+    if changes:
+        type(shown).objects.filter(pk=shown.pk).update(**changes)
     return shown
 
 
 def _draw_report_a(example: Example, assignment: Assignment) -> str:
     if assignment.slot in INITIAL_SLOTS:
-        other = (
-            Assignment.objects.filter(example=example, slot__in=INITIAL_SLOTS)
-            .exclude(pk=assignment.pk)
-            .exclude(report_a_type="")
-            .values_list("report_a_type", flat=True)
-            .first()
-        )
-        if other is not None:
-            return ReportType.ALTERNATIVE if other == ReportType.ORIGINAL else ReportType.ORIGINAL
+        coin = tiebreak(example.study.seed, "report-a", example.public_id) % 2
+        if assignment.slot == INITIAL_SLOTS[1]:
+            coin = 1 - coin
+        return ReportType.ORIGINAL if coin == 0 else ReportType.ALTERNATIVE
     return _coin_report_a(example, assignment)
 
 

@@ -360,3 +360,49 @@ def test_the_schema_documents_the_reading_endpoints(client, reader):
 def test_an_id_that_is_not_a_uuid_is_a_404(client, queue, bad_id):
     assert client.get(f"/api/reading/{bad_id}/").status_code == 404
     assert client.post(f"/api/reading/{bad_id}/rating/", {}, content_type=JSON).status_code == 404
+
+
+def _api_budget(pairs: int) -> dict[str, int]:
+    """Queries of each reader call with a token (as an automated judge or the benchmark sends them)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    _, readers, _ = make_reading_study(pairs=pairs, readers=2, keep_versions_apart=False)
+    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=readers[0]).key}")
+    counts = {}
+
+    def measure(name: str, call):
+        with CaptureQueriesContext(connection) as captured:
+            response = call()
+        counts[name] = len(captured)
+        return response
+
+    for task in (Task.REALISM, Task.EQUIVALENCE):
+        item = measure(f"next {task}", lambda: _next(client, task)).json()
+        body = {"rating": item["labels"][0]["value"], "rationale": "", "form_token": item["form_token"]}
+        url = f"/api/reading/{item['id']}/rating/"
+        rated = measure(f"first read {task}", lambda: client.post(url, body, content_type=JSON))
+        assert rated.status_code == 201, rated.content
+        measure(f"same token again {task}", lambda: client.post(url, body, content_type=JSON))
+        measure(f"fetch again {task}", lambda: client.get(f"/api/reading/{item['id']}/"))
+    measure("progress", lambda: client.get("/api/reading/progress/"))
+    return counts
+
+
+def test_the_reader_api_query_count_is_small_and_does_not_grow_with_the_study():
+    small, large = _api_budget(2), _api_budget(12)
+
+    assert small == large
+    # Token and user, roles, then the work itself: next is one query to find and load the item,
+    # one to mark it shown and one to count the queue; a first read stores, audits and routes.
+    assert large == {
+        "next realism": 5,
+        "first read realism": 13,
+        "same token again realism": 9,
+        "fetch again realism": 4,
+        "next equivalence": 5,
+        "first read equivalence": 13,
+        "same token again equivalence": 9,
+        "fetch again equivalence": 4,
+        "progress": 3,
+    }

@@ -239,7 +239,7 @@ def simulate_reading(study: Study, *, seed: int = DEMO_SEED) -> dict[str, int]:
 
 def _read(assignment: Assignment, rating: str, rationale: str) -> int:
     try:
-        show_assignment(assignment.pk)
+        show_assignment(assignment)
         submit_annotation(
             reader=assignment.reader,
             assignment_id=assignment.public_id,
@@ -255,7 +255,7 @@ def _read(assignment: Assignment, rating: str, rationale: str) -> int:
 def _adjudicate(adjudication: Adjudication, rating: str, rationale: str) -> int:
     adjudicator: AbstractBaseUser = adjudication.adjudicator
     try:
-        show_adjudication(adjudication.pk)
+        show_adjudication(adjudication)
         submit_adjudication(
             adjudicator=adjudicator,
             adjudication_id=adjudication.public_id,
