@@ -17,7 +17,13 @@ from annotation.models import Assignment, AssignmentStatus, CandidatePair, Datas
 from annotation.permissions import IsCoordinator, IsReader
 from annotation.reading import next_assignment, queue_position, reader_queues, reading_item
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
-from consensus.services import AlreadySubmitted, SubmissionRefused, show_assignment, submit_annotation
+from consensus.services import (
+    AlreadySubmitted,
+    NotShownYet,
+    SubmissionRefused,
+    show_assignment,
+    submit_annotation,
+)
 from consensus.services import NotFound as ConsensusNotFound
 
 
@@ -207,18 +213,18 @@ class ReadingViewSet(viewsets.ViewSet):
         if not form.is_valid():
             field, problems = next(iter(form.errors.items()))
             return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
-        assignment = _own_assignment(request, assignment_id)
-        if assignment.status == AssignmentStatus.OPEN and assignment.first_shown_at is None:
-            # Never shown, never read: and a Task 2 rating would have no Report A to record.
-            return _rating_refused(f"Fetch the item first: GET /api/reading/{assignment.public_id}/.", None)
         try:
             result = submit_annotation(
                 reader=request.user,
-                assignment_id=assignment.public_id,
+                assignment_id=assignment_id,
                 rating=form.validated_data["rating"],
                 rationale=form.validated_data["rationale"],
                 form_token=form.validated_data["form_token"],
+                # Never shown, never read: and a Task 2 rating would have no Report A to record.
+                require_shown=True,
             )
+        except NotShownYet:
+            return _rating_refused(f"Fetch the item first: GET /api/reading/{assignment_id}/.", None)
         except AlreadySubmitted as already:
             stored = already.annotation
             body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
@@ -227,8 +233,8 @@ class ReadingViewSet(viewsets.ViewSet):
             return _rating_refused(str(refused), refused.field)
         except ConsensusNotFound:
             raise NotFoundError from None
-        example = assignment.example
-        following = next_assignment(request.user, study_id=example.study_id, task=example.task)
+        example = result.annotation.example
+        following = next_assignment(request.user, task=example.task, study_id=example.study_id)
         body = {
             "rating": result.annotation.rating,
             "rationale": result.annotation.rationale,

@@ -35,11 +35,15 @@ def user_roles(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
     cached = user.__dict__.get(ROLE_CACHE)
     if cached is None:
         codenames = {codename.split(".")[1]: role for role, codename in ROLE_PERMISSIONS.items()}
-        granted = Permission.objects.filter(
-            Q(group__in=user.groups.all()) | Q(user=user),
-            content_type__app_label="annotation",
-            codename__in=codenames,
-        ).values_list("codename", flat=True).order_by()
+        granted = (
+            Permission.objects.filter(
+                Q(group__in=user.groups.all()) | Q(user=user),
+                content_type__app_label="annotation",
+                codename__in=codenames,
+            )
+            .values_list("codename", flat=True)
+            .order_by()
+        )
         cached = user.__dict__[ROLE_CACHE] = frozenset(codenames[codename] for codename in granted)
     return cached
 

@@ -58,6 +58,13 @@ class AlreadySubmitted(SubmissionRefused):
         self.annotation = annotation
 
 
+class NotShownYet(SubmissionRefused):
+    """The assignment was never opened: a rating needs the reader to have seen the item."""
+
+    def __init__(self) -> None:
+        super().__init__("Open the item before rating it.")
+
+
 class NotFound(Exception):
     """No such open work for this user (never theirs, withdrawn, or finished)."""
 
@@ -87,10 +94,16 @@ def validate_rating(task: str, rating: str, rationale: str, *, rationale_always_
     return rationale
 
 
-def lock_example(example_pk: int) -> Example:
+def lock_example(example_pk: int | Subquery) -> Example | None:
     """The example, locked for the rest of the transaction. Only its own row: the study and pair
-    are read along but not locked, so readers of different examples never wait for each other."""
-    return Example.objects.select_for_update(of=("self",)).select_related("study", "pair").get(pk=example_pk)
+    are read along but not locked, so readers of different examples never wait for each other.
+
+    example_pk may be a subquery (locks in one query what it finds; None if it finds nothing).
+    """
+    examples = Example.objects.select_for_update(of=("self",)).select_related("study", "pair")
+    if isinstance(example_pk, Subquery):
+        return examples.filter(pk=example_pk).first()
+    return examples.get(pk=example_pk)
 
 
 def submit_annotation(
@@ -100,16 +113,19 @@ def submit_annotation(
     rating: str,
     rationale: str,
     form_token: uuid.UUID,
+    require_shown: bool = False,
 ) -> SubmitResult:
     """Store a reader's rating of their own open assignment, then route the example.
 
     The same form_token twice (a double click, a retry, concurrent requests) stores one
     annotation and answers every call with it. Another submission of an assignment that is
-    already rated raises AlreadySubmitted.
+    already rated raises AlreadySubmitted. With require_shown, an assignment that was never
+    shown (show_assignment) is refused with NotShownYet.
     """
+    assignment_id = uuid.UUID(str(assignment_id))
     try:
         with transaction.atomic():
-            return _store_annotation(reader, assignment_id, rating, rationale, form_token)
+            return _store_annotation(reader, assignment_id, rating, rationale, form_token, require_shown)
     except IntegrityError:
         # The token is unique: it was used before, on another assignment (refused) or, by a
         # concurrent request that committed first, on this one (answered with its annotation).
@@ -121,13 +137,15 @@ def submit_annotation(
         return SubmitResult(previous, created=False)
 
 
-def _store_annotation(reader, assignment_id: uuid.UUID, rating: str, rationale: str, form_token: uuid.UUID):
-    found = Assignment.objects.filter(public_id=assignment_id, reader=reader).values_list("pk", "example_id")
-    if not found:
+def _store_annotation(
+    reader, assignment_id: uuid.UUID, rating: str, rationale: str, form_token: uuid.UUID, require_shown: bool
+) -> SubmitResult:
+    own = Assignment.objects.filter(public_id=assignment_id, reader=reader)
+    example = lock_example(Subquery(own.values("example_id")[:1]))
+    # Read after the lock: a concurrent submit, void or withdrawal of this example has finished.
+    assignment = own.select_related("annotation").first() if example else None
+    if assignment is None:
         raise NotFound
-    assignment_pk, example_pk = found[0]
-    example = lock_example(example_pk)
-    assignment = Assignment.objects.select_related("annotation").get(pk=assignment_pk)
     stored = getattr(assignment, "annotation", None)
     if stored is not None and stored.form_token == form_token:
         return SubmitResult(stored, created=False)
@@ -135,6 +153,8 @@ def _store_annotation(reader, assignment_id: uuid.UUID, rating: str, rationale: 
         raise AlreadySubmitted(stored)
     if assignment.status == AssignmentStatus.VOIDED:
         raise NotFound
+    if require_shown and assignment.first_shown_at is None:
+        raise NotShownYet
     rationale = validate_rating(example.task, rating, rationale)
     if example.task == Task.EQUIVALENCE and not assignment.report_a_type:
         # Rated without being shown through a page or the API's fetch (an API client that
