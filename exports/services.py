@@ -6,30 +6,27 @@ same database state and options always give the same bytes: nothing depends on t
 primary keys or who rated what; annotation_index is a seeded shuffle within each example.
 """
 
-import csv
 import hashlib
 import logging
 import os
-import random
 import re
 import shutil
 import tempfile
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Collate
+from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from annotation.models import Annotation, Dataset, Example, ExampleState, Rating, ReportType, Study, Task
-from consensus.models import Adjudication, AdjudicationStatus, LabelSource
+from annotation.models import Annotation, Dataset, Example, Rating, Study, Task
+from consensus.models import LabelSource
+from exports import rows
 from exports.models import Release, ReleaseStatus
 
 logger = logging.getLogger("readingroom.exports")
@@ -111,51 +108,24 @@ class ReleaseSummary:
     row_counts: dict[str, int]
 
 
-def _label(rating: str) -> str:
-    return Rating(rating).label if rating else ""
-
-
-def _ordered(field_name: str) -> F | Collate:
-    """Order by code point on every database (PostgreSQL's default collation is not byte order)."""
-    if connection.vendor == "postgresql":
-        return Collate(F(field_name), "C")
-    return F(field_name)
-
-
-def _key_order(prefix: str, *, with_report_type: bool) -> list:
-    order = [
-        _ordered(f"{prefix}pair__dataset__key"),
-        _ordered(f"{prefix}pair__source_study_id"),
-        _ordered(f"{prefix}pair__variation__key"),
-    ]
-    if with_report_type:
-        order.append(_ordered(f"{prefix}report_type"))
-    return order
-
-
 class _CsvFile:
-    """An RFC 4180 CSV: UTF-8 without BOM, CRLF, quoted only when needed, text as stored."""
+    """An RFC 4180 CSV: UTF-8 without BOM, CRLF, quoted only when needed, text as stored.
+
+    The header is written here; the records come finished from the database (exports.rows).
+    """
 
     def __init__(self, path: Path, columns: tuple[str, ...]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.handle = path.open("w", encoding="utf-8", newline="")
-        self.writer = csv.writer(self.handle, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
-        self.writer.writerow(columns)
+        self.handle = path.open("wb")
+        self.handle.write((",".join(columns) + "\r\n").encode("ascii"))
         self.rows = 0
 
-    def write(self, row: tuple) -> None:
-        self.writer.writerow(row)
+    def write(self, record: bytes) -> None:
+        self.handle.write(record)
         self.rows += 1
 
     def close(self) -> None:
         self.handle.close()
-
-
-def _shuffled_indexes(seed: int, example_public_id: object, annotation_ids: list) -> dict:
-    """annotation public id -> annotation_index: a seeded shuffle, unrelated to reader or time."""
-    ordered = sorted(annotation_ids)
-    random.Random(f"readingroom-release:{seed}:{example_public_id}").shuffle(ordered)
-    return {annotation_id: index for index, annotation_id in enumerate(ordered)}
 
 
 def check_release_options(*, version: str, license_text: str, datasets: list[str] | None) -> list[str]:
@@ -215,28 +185,9 @@ def build_release(
         for task, prefix in ((Task.REALISM, "task1"), (Task.EQUIVALENCE, "task2")):
             task_counts = TaskCounts()
             task_counts.left_out = in_study.filter(task=task).count() - released.filter(task=task).count()
-            examples = released.filter(task=task)
-            full = _CsvFile(work / f"{prefix}/{prefix}_full.csv", COLUMNS[f"{prefix}/{prefix}_full.csv"])
-            for row in _full_rows(study, examples, task, task_counts):
-                full.write(row)
-                if full.rows % CHUNK == 0:
-                    advance(CHUNK)
-            advance(full.rows % CHUNK)
-            full.close()
-            disagreed = _CsvFile(work / f"{prefix}/{prefix}_disagreed.csv", COLUMNS[f"{prefix}/{prefix}_disagreed.csv"])
-            for row in _disagreed_rows(examples, task):
-                disagreed.write(row)
-            disagreed.close()
-            consensus = _CsvFile(work / f"{prefix}/{prefix}_consensus.csv", COLUMNS[f"{prefix}/{prefix}_consensus.csv"])
-            for row in _consensus_rows(examples, task, task_counts):
-                consensus.write(row)
-            advance(consensus.rows)
-            consensus.close()
-            task_counts.disagreed_rows = disagreed.rows
+            selection = rows.Selection(study.pk, task, datasets, include_unfinished)
+            row_counts.update(_write_task(study, selection, work, prefix, task_counts, advance))
             counts[task] = task_counts
-            row_counts[f"{prefix}/{prefix}_full.csv"] = full.rows
-            row_counts[f"{prefix}/{prefix}_disagreed.csv"] = disagreed.rows
-            row_counts[f"{prefix}/{prefix}_consensus.csv"] = consensus.rows
 
         summary = ReleaseSummary(
             version=version,
@@ -260,144 +211,43 @@ def build_release(
     return summary
 
 
-def _full_rows(study: Study, examples: QuerySet, task: str, counts: TaskCounts) -> Iterator[tuple]:
-    """One row per individual annotation, grouped by example, in key order."""
-    realism = task == Task.REALISM
-    annotations = (
-        Annotation.objects.filter(example__in=examples, voided_at__isnull=True)
-        .order_by(*_key_order("example__", with_report_type=realism), "example_id")
-        .values_list(
-            "example_id",
-            "example__public_id",
-            "public_id",
-            "example__pair__dataset__key",
-            "example__pair__source_study_id",
-            "example__pair__variation__key",
-            "example__report_type",
-            "report_a_type",
-            "rating",
-            "rationale",
-            "example__pair__indication",
-            "example__pair__comparison",
-            "example__pair__technique",
-            "example__pair__original_findings",
-            "example__pair__original_impression",
-            "example__pair__alternative_findings",
-            "example__pair__alternative_impression",
-        )
-    )
-    group: list[tuple] = []
-    for row in annotations.iterator(chunk_size=CHUNK):
-        if group and row[0] != group[0][0]:
-            yield from _group_rows(study, group, realism, counts)
-            group = []
-        group.append(row)
-    if group:
-        yield from _group_rows(study, group, realism, counts)
+def _write_task(
+    study: Study, selection: rows.Selection, work: Path, prefix: str, counts: TaskCounts, advance: Callable
+) -> dict[str, int]:
+    """The full, disagreed and consensus files of one task; their row counts by path."""
+    full = _CsvFile(work / f"{prefix}/{prefix}_full.csv", COLUMNS[f"{prefix}/{prefix}_full.csv"])
+    for (record,) in rows.stream(*rows.full_query(selection, study.seed)):
+        full.write(record)
+        if full.rows % CHUNK == 0:
+            advance(CHUNK)
+    advance(full.rows % CHUNK)
+    full.close()
+    counts.annotations = full.rows
 
+    disagreed = _CsvFile(work / f"{prefix}/{prefix}_disagreed.csv", COLUMNS[f"{prefix}/{prefix}_disagreed.csv"])
+    for (record,) in rows.stream(*rows.disagreed_query(selection)):
+        disagreed.write(record)
+    disagreed.close()
+    counts.disagreed_rows = disagreed.rows
 
-def _group_rows(study: Study, group: list[tuple], realism: bool, counts: TaskCounts) -> Iterator[tuple]:
-    indexes = _shuffled_indexes(study.seed, group[0][1], [row[2] for row in group])
-    counts.annotations += len(group)
-    counts.examples += 1
-    counts.with_two += len(group) == 2
-    counts.with_three += len(group) == 3
-    rows = []
-    for row in group:
-        (_, _, annotation_id, dataset, study_id, variation, report_type, report_a_type, rating, rationale,
-         indication, comparison, technique, o_findings, o_impression, a_findings, a_impression) = row  # fmt: skip
-        original, alternative = (o_findings, o_impression), (a_findings, a_impression)
-        index = indexes[annotation_id]
-        if realism:
-            findings, impression = original if report_type == ReportType.ORIGINAL else alternative
-            rows.append(
-                (
-                    dataset,
-                    study_id,
-                    variation,
-                    report_type,
-                    index,
-                    _label(rating),
-                    rationale,
-                    indication,
-                    comparison,
-                    technique,
-                    findings,
-                    impression,
-                )
-            )
-        else:
-            report_a, report_b = (
-                (original, alternative) if report_a_type == ReportType.ORIGINAL else (alternative, original)
-            )
-            rows.append(
-                (
-                    dataset,
-                    study_id,
-                    variation,
-                    index,
-                    report_a_type,
-                    _label(rating),
-                    rationale,
-                    indication,
-                    comparison,
-                    technique,
-                    *report_a,
-                    *report_b,
-                )
-            )
-    position = 4 if realism else 3
-    rows.sort(key=lambda r: r[position])
-    yield from rows
-
-
-def _disagreed_rows(examples: QuerySet, task: str) -> Iterator[tuple]:
-    """The adjudicator's rating of every three-way disagreement (empty while still undecided)."""
-    realism = task == Task.REALISM
-    decided = Adjudication.objects.filter(example=OuterRef("pk"), status=AdjudicationStatus.DONE)
-    split = (
-        examples.filter(Q(consensus__label_source=LabelSource.ADJUDICATED) | Q(state=ExampleState.ADJUDICATION))
-        .annotate(
-            adjudicated_rating=Subquery(decided.values("rating")[:1]),
-            adjudicated_rationale=Subquery(decided.values("rationale")[:1]),
-        )
-        .order_by(*_key_order("", with_report_type=realism))
-        .values_list(
-            "pair__dataset__key",
-            "pair__source_study_id",
-            "pair__variation__key",
-            "report_type",
-            "adjudicated_rating",
-            "adjudicated_rationale",
-        )
-    )
-    for dataset, study_id, variation, report_type, rating, rationale in split.iterator(chunk_size=CHUNK):
-        keys = (dataset, study_id, variation, report_type) if realism else (dataset, study_id, variation)
-        yield (*keys, _label(rating or ""), rationale or "")
-
-
-def _consensus_rows(examples: QuerySet, task: str, counts: TaskCounts) -> Iterator[tuple]:
-    realism = task == Task.REALISM
-    rows = (
-        examples.annotate(valid=Count("annotations", filter=Q(annotations__voided_at__isnull=True)))
-        .order_by(*_key_order("", with_report_type=realism))
-        .values_list(
-            "pair__dataset__key",
-            "pair__source_study_id",
-            "pair__variation__key",
-            "report_type",
-            "consensus__rating",
-            "consensus__label_source",
-            "valid",
-        )
-    )
-    for dataset, study_id, variation, report_type, rating, source, valid in rows.iterator(chunk_size=CHUNK):
+    consensus = _CsvFile(work / f"{prefix}/{prefix}_consensus.csv", COLUMNS[f"{prefix}/{prefix}_consensus.csv"])
+    for record, rating, source, annotations in rows.stream(*rows.consensus_query(selection), ("text", "text", "int8")):
+        consensus.write(record)
+        counts.examples += annotations > 0
+        counts.with_two += annotations == 2
+        counts.with_three += annotations == 3
         if rating:
             counts.by_label[Rating(rating).label] += 1
             counts.by_source[source] += 1
             counts.adjudicated += source == LabelSource.ADJUDICATED
-        keys = (dataset, study_id, variation, report_type) if realism else (dataset, study_id, variation)
-        yield (*keys, _label(rating or ""), source or "", valid)
+    advance(consensus.rows)
+    consensus.close()
+
+    return {
+        f"{prefix}/{prefix}_full.csv": full.rows,
+        f"{prefix}/{prefix}_disagreed.csv": disagreed.rows,
+        f"{prefix}/{prefix}_consensus.csv": consensus.rows,
+    }
 
 
 def _write_checksums(folder: Path) -> None:

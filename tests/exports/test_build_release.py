@@ -432,6 +432,31 @@ def test_annotation_index_is_unrelated_to_submission_order_or_reader(replay, tmp
     assert files_of(build(study, tmp_path / "again")) == files_of(release)
 
 
+def test_annotation_index_is_the_documented_seeded_shuffle(replay, tmp_path):
+    # The same definition on every database, so the same data gives the same bytes on each:
+    # within an example, annotations in the order of
+    # sha256("readingroom-release:<seed>:<example public id hex>:<annotation public id hex>").
+    study, _ = replay
+    annotations = Annotation.objects.filter(example__study=study, voided_at__isnull=True)
+    annotations.update(rationale=Concat(Value("tag-"), F("pk")))
+    release = build(study, tmp_path / "tagged")
+
+    expected = {}
+    by_example = defaultdict(list)
+    for pk, example_id, example_public, public in annotations.values_list(
+        "pk", "example_id", "example__public_id", "public_id"
+    ):
+        text = f"readingroom-release:{study.seed}:{example_public.hex}:{public.hex}"
+        by_example[example_id].append((hashlib.sha256(text.encode()).digest(), pk))
+    for rows in by_example.values():
+        expected.update({pk: index for index, (_, pk) in enumerate(sorted(rows))})
+    written = {}
+    for task in ("task1", "task2"):
+        for row in records(release, f"{task}/{task}_full.csv"):
+            written[int(row["rationale"].removeprefix("tag-"))] = int(row["annotation_index"])
+    assert written == expected
+
+
 def test_nothing_in_the_release_tells_who_read_or_when(replay, tmp_path):
     study, _ = replay
     User = get_user_model()

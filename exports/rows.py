@@ -1,0 +1,269 @@
+"""The rows of the release's CSV files, formatted by the database.
+
+Each file is one SQL query whose first column is a finished CSV record: RFC 4180 quoting (a
+field is quoted only when it holds a comma, quote, CR or LF; inner quotes doubled), fields
+joined with commas, CRLF at the end. The same SQL runs on PostgreSQL and SQLite, so there is
+one definition of the format; only a few spellings differ (the Dialect below). On PostgreSQL
+the records are streamed with COPY in binary format and written as they arrive: the build
+neither parses nor re-quotes anything, and its memory does not grow with the study.
+
+annotation_index is computed here too: annotations are numbered within their example in the
+order of sha256("readingroom-release:<study seed>:<example id>:<annotation id>"), a seeded
+shuffle that is reproducible but says nothing about who rated what, or when.
+"""
+
+# ruff: noqa: S608 - the SQL is assembled from this module's constants and the models' table
+# names only; every value (study, task, datasets, labels) is passed as a query parameter.
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db import connection
+
+from annotation.models import (
+    Annotation,
+    CandidatePair,
+    Dataset,
+    Example,
+    ExampleState,
+    Rating,
+    ReportType,
+    Task,
+    Variation,
+)
+from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+
+ANNOTATION = Annotation._meta.db_table
+EXAMPLE = Example._meta.db_table
+PAIR = CandidatePair._meta.db_table
+DATASET = Dataset._meta.db_table
+VARIATION = Variation._meta.db_table
+CONSENSUS = ConsensusLabel._meta.db_table
+ADJUDICATION = Adjudication._meta.db_table
+
+SQLITE_SHA256 = "readingroom_sha256"
+COPY_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What PostgreSQL and SQLite spell differently; everything else in the queries is shared."""
+
+    vendor: str
+
+    def ordered(self, sql: str) -> str:
+        # Code-point order: PostgreSQL's "C" collation; SQLite's default (BINARY) already is.
+        return f'{sql} COLLATE "C"' if self.vendor == "postgresql" else sql
+
+    def contains(self, sql: str, char: str) -> str:
+        function = "strpos" if self.vendor == "postgresql" else "instr"
+        return f"{function}({sql}, {self.char(char)}) > 0"
+
+    def char(self, char: str) -> str:
+        if char in "\r\n":
+            return f"chr({ord(char)})" if self.vendor == "postgresql" else f"char({ord(char)})"
+        return "'" + char.replace("'", "''") + "'"
+
+    def uuid_hex(self, sql: str) -> str:
+        # Django stores UUIDs on SQLite as 32 hex digits; PostgreSQL's text form has hyphens.
+        return f"replace(CAST({sql} AS text), '-', '')" if self.vendor == "postgresql" else sql
+
+    def sha256(self, sql: str) -> str:
+        if self.vendor == "postgresql":
+            return f"sha256(convert_to({sql}, 'UTF8'))"
+        return f"{SQLITE_SHA256}({sql})"
+
+
+def _dialect() -> Dialect:
+    if connection.vendor not in ("postgresql", "sqlite"):
+        raise NotImplementedError(f"Releases are built on PostgreSQL or SQLite, not {connection.vendor}.")
+    return Dialect(connection.vendor)
+
+
+def _field(dialect: Dialect, sql: str) -> str:
+    """A text value as one RFC 4180 field: quoted, inner quotes doubled, only when it must be."""
+    needs_quotes = " OR ".join(dialect.contains(sql, char) for char in (",", '"', "\r", "\n"))
+    return f"""CASE WHEN {needs_quotes} THEN '"' || replace({sql}, '"', '""') || '"' ELSE {sql} END"""
+
+
+def _label(sql: str, params: list) -> str:
+    """The label readers saw for a stored rating ('' for none); labels hold no CSV specials."""
+    cases = []
+    for value, label in Rating.choices:
+        cases.append("WHEN %s THEN %s")
+        params += [value, label]
+    return f"CASE {sql} {' '.join(cases)} ELSE '' END"
+
+
+def _record(dialect: Dialect, fields: list[str]) -> str:
+    record = " || ',' || ".join(fields) + f" || {dialect.char(chr(13))} || {dialect.char(chr(10))}"
+    # On PostgreSQL as bytea: binary COPY then hands over its bytes untouched (nothing to unescape).
+    return f"convert_to({record}, 'UTF8')" if dialect.vendor == "postgresql" else record
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which examples of a study go into the release."""
+
+    study_id: int
+    task: str
+    datasets: list[str]
+    include_unfinished: bool
+
+    def where(self, params: list) -> str:
+        clauses = ["e.study_id = %s", "e.task = %s"]
+        params += [self.study_id, self.task]
+        if self.datasets:
+            clauses.append(f"d.key IN ({', '.join(['%s'] * len(self.datasets))})")
+            params += self.datasets
+        if not self.include_unfinished:
+            clauses.append(f"EXISTS (SELECT 1 FROM {CONSENSUS} c0 WHERE c0.example_id = e.id)")
+        return " AND ".join(clauses)
+
+
+def _keys(dialect: Dialect, realism: bool) -> list[str]:
+    keys = ["d.key", "p.source_study_id", "v.key"] + (["e.report_type"] if realism else [])
+    return [dialect.ordered(key) for key in keys]
+
+
+def _key_fields(dialect: Dialect, realism: bool) -> list[str]:
+    # report_type is one of two fixed words: no quoting needed.
+    fields = [_field(dialect, "d.key"), _field(dialect, "p.source_study_id"), _field(dialect, "v.key")]
+    return fields + (["e.report_type"] if realism else [])
+
+
+_FROM_EXAMPLES = f"""
+    FROM {EXAMPLE} e
+    JOIN {PAIR} p ON p.id = e.pair_id
+    JOIN {DATASET} d ON d.id = p.dataset_id
+    JOIN {VARIATION} v ON v.id = p.variation_id"""
+
+
+def full_query(selection: Selection, seed: int) -> tuple[str, list]:
+    """One record per individual annotation, adjudications excluded, in key then index order."""
+    dialect = _dialect()
+    realism = selection.task == Task.REALISM
+    params: list = []
+
+    def side(report_type: str, section: str) -> str:
+        return f"p.{report_type}_{section}"
+
+    prefix = f"'readingroom-release:{int(seed)}:'"
+    shuffle = dialect.sha256(
+        f"{prefix} || {dialect.uuid_hex('e.public_id')} || ':' || {dialect.uuid_hex('a.public_id')}"
+    )
+    keys = _keys(dialect, realism)
+    fields = _key_fields(dialect, realism)
+    if realism:
+        fields.append("CAST(row_number() OVER shuffled - 1 AS text)")
+    else:
+        fields += ["CAST(row_number() OVER shuffled - 1 AS text)", "a.report_a_type"]
+    fields.append(_label("a.rating", params))
+    fields += [_field(dialect, column) for column in ("a.rationale", "p.indication", "p.comparison", "p.technique")]
+    if realism:
+        for section in ("findings", "impression"):
+            fields.append(
+                _field(
+                    dialect,
+                    f"CASE WHEN e.report_type = '{ReportType.ORIGINAL}' "
+                    f"THEN {side('original', section)} ELSE {side('alternative', section)} END",
+                )
+            )
+    else:
+        for report in ("a", "b"):
+            first, second = ("original", "alternative") if report == "a" else ("alternative", "original")
+            for section in ("findings", "impression"):
+                fields.append(
+                    _field(
+                        dialect,
+                        f"CASE WHEN a.report_a_type = '{ReportType.ORIGINAL}' "
+                        f"THEN {side(first, section)} ELSE {side(second, section)} END",
+                    )
+                )
+    where = selection.where(params)
+    sql = f"""
+    SELECT {_record(dialect, fields)}
+    FROM {ANNOTATION} a
+    JOIN {EXAMPLE} e ON e.id = a.example_id
+    JOIN {PAIR} p ON p.id = e.pair_id
+    JOIN {DATASET} d ON d.id = p.dataset_id
+    JOIN {VARIATION} v ON v.id = p.variation_id
+    WHERE a.voided_at IS NULL AND {where}
+    WINDOW shuffled AS (PARTITION BY {", ".join(keys)} ORDER BY {shuffle})
+    ORDER BY {", ".join(keys)}, {shuffle}"""
+    return sql, params
+
+
+def disagreed_query(selection: Selection) -> tuple[str, list]:
+    """The adjudicator's rating and rationale of each three-way split (empty while undecided)."""
+    dialect = _dialect()
+    realism = selection.task == Task.REALISM
+    params: list = []
+    fields = _key_fields(dialect, realism)
+    fields += [_label("j.rating", params), _field(dialect, "COALESCE(j.rationale, '')")]
+    params += [AdjudicationStatus.DONE]
+    where = selection.where(params)
+    params += [LabelSource.ADJUDICATED, ExampleState.ADJUDICATION]
+    sql = f"""
+    SELECT {_record(dialect, fields)}
+    {_FROM_EXAMPLES}
+    LEFT JOIN {CONSENSUS} c ON c.example_id = e.id
+    LEFT JOIN {ADJUDICATION} j ON j.example_id = e.id AND j.status = %s
+    WHERE {where} AND (c.label_source = %s OR e.state = %s)
+    ORDER BY {", ".join(_keys(dialect, realism))}"""
+    return sql, params
+
+
+def consensus_query(selection: Selection) -> tuple[str, list]:
+    """One record per released example, followed by its rating, label source and annotation count."""
+    dialect = _dialect()
+    realism = selection.task == Task.REALISM
+    params: list = []
+    count = "COUNT(a.id)"
+    fields = _key_fields(dialect, realism)
+    fields += [_label("c.rating", params), "COALESCE(c.label_source, '')", f"CAST({count} AS text)"]
+    where = selection.where(params)
+    # One pass over the annotations, grouped per example (every other column depends on e.id).
+    sql = f"""
+    SELECT {_record(dialect, fields)}, c.rating, c.label_source, {count}
+    {_FROM_EXAMPLES}
+    LEFT JOIN {CONSENSUS} c ON c.example_id = e.id
+    LEFT JOIN {ANNOTATION} a ON a.example_id = e.id AND a.voided_at IS NULL
+    WHERE {where}
+    GROUP BY e.id, p.id, d.id, v.id, c.id
+    ORDER BY {", ".join(_keys(dialect, realism))}"""
+    return sql, params
+
+
+def stream(sql: str, params: list, types: tuple[str, ...] = ()) -> Iterator[tuple]:
+    """The query's rows as the database produces them, the record (first column) as UTF-8 bytes.
+
+    types names the PostgreSQL types of the other columns (binary COPY needs them).
+    """
+    if connection.vendor == "postgresql":
+        yield from _copy_rows(sql, params, types)
+        return
+    connection.ensure_connection()
+    connection.connection.create_function(SQLITE_SHA256, 1, _sqlite_sha256, deterministic=True)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(COPY_BATCH):
+            for record, *rest in rows:
+                yield (record.encode("utf-8"), *rest)
+
+
+def _copy_rows(sql: str, params: list, types: tuple[str, ...]) -> Iterator[tuple]:
+    with connection.cursor() as cursor:
+        # Compiling these wide formatting expressions takes longer than it saves.
+        cursor.execute("SET jit = off")
+        try:
+            with cursor.cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)", params) as copy:
+                copy.set_types(["bytea", *types])
+                yield from copy.rows()
+        finally:
+            cursor.execute("RESET jit")
+
+
+def _sqlite_sha256(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
