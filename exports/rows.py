@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from annotation.models import (
     Annotation,
@@ -43,7 +43,7 @@ CONSENSUS = ConsensusLabel._meta.db_table
 ADJUDICATION = Adjudication._meta.db_table
 
 SQLITE_SHA256 = "readingroom_sha256"
-COPY_BATCH = 1000
+BATCH = 2000
 
 
 @dataclass(frozen=True)
@@ -239,30 +239,45 @@ def consensus_query(selection: Selection) -> tuple[str, list]:
 def stream(sql: str, params: list, types: tuple[str, ...] = ()) -> Iterator[tuple]:
     """The query's rows as the database produces them, the record (first column) as UTF-8 bytes.
 
-    types names the PostgreSQL types of the other columns (binary COPY needs them).
+    types names the PostgreSQL types of the other columns (binary COPY needs them). The caller
+    may use the database between rows (a worker records its progress): the rows come from a
+    connection of their own, or from a server-side cursor inside the caller's transaction.
     """
-    if connection.vendor == "postgresql":
+    if connection.vendor == "sqlite":
+        connection.ensure_connection()
+        connection.connection.create_function(SQLITE_SHA256, 1, _sqlite_sha256, deterministic=True)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            while rows := cursor.fetchmany(BATCH):
+                for record, *rest in rows:
+                    yield (record.encode("utf-8"), *rest)
+    elif connection.in_atomic_block:
+        # Only this connection sees the caller's uncommitted rows. A server-side cursor leaves it
+        # free for other queries between batches, which a COPY in progress would not.
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+        with connection.chunked_cursor() as cursor:
+            cursor.execute(sql, params)
+            while rows := cursor.fetchmany(BATCH):
+                yield from rows
+    else:
         yield from _copy_rows(sql, params, types)
-        return
-    connection.ensure_connection()
-    connection.connection.create_function(SQLITE_SHA256, 1, _sqlite_sha256, deterministic=True)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        while rows := cursor.fetchmany(COPY_BATCH):
-            for record, *rest in rows:
-                yield (record.encode("utf-8"), *rest)
 
 
 def _copy_rows(sql: str, params: list, types: tuple[str, ...]) -> Iterator[tuple]:
-    with connection.cursor() as cursor:
-        # Compiling these wide formatting expressions takes longer than it saves.
-        cursor.execute("SET jit = off")
-        try:
-            with cursor.cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)", params) as copy:
+    """Binary COPY on a second connection: the fastest way out of PostgreSQL."""
+    copier = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        copier.ensure_connection()
+        raw = copier.connection
+        with raw.transaction(), raw.cursor() as cursor:
+            # Compiling these wide formatting expressions takes longer than it saves.
+            cursor.execute("SET LOCAL jit = off")
+            with cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)", params) as copy:
                 copy.set_types(["bytea", *types])
                 yield from copy.rows()
-        finally:
-            cursor.execute("RESET jit")
+    finally:
+        copier.close()
 
 
 def _sqlite_sha256(text: str) -> bytes:

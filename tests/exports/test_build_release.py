@@ -595,7 +595,8 @@ def test_the_datapackage_descriptor_describes_the_six_files_in_column_order():
 # --- Small studies -------------------------------------------------------------------------
 
 
-def test_hostile_text_round_trips_byte_exactly_through_pandas(tmp_path):
+def hostile_study() -> Study:
+    """Two pairs, one full of hostile text and one with empty sections, rated to adjudication."""
     study, _, _ = make_reading_study(pairs=2, readers=5)
     first, second = CandidatePair.objects.filter(study=study, sampled=True).order_by("source_study_id")
     CandidatePair.objects.filter(pk=first.pk).update(**HOSTILE)
@@ -612,7 +613,11 @@ def test_hostile_text_round_trips_byte_exactly_through_pandas(tmp_path):
             assignment = example.assignments.open().select_related("reader").order_by("slot").first()
             rate(assignment, rating, "" if (n, i) == (0, 0) else hostile_rationale(f"{n}.{i}"))
         decide(example, labels[1], hostile_rationale(f"adjudicated {n}"))
+    return study
 
+
+def test_hostile_text_round_trips_byte_exactly_through_pandas(tmp_path):
+    study = hostile_study()
     release = build(study, tmp_path / "release")
     released = set(Example.objects.filter(study=study).values_list("pk", flat=True))
     assert_full_files_match_the_database(release, study, released=released)
@@ -643,6 +648,19 @@ def test_hostile_text_round_trips_byte_exactly_through_pandas(tmp_path):
     assert "é ± 中文 😀".encode() in full and b"\xef\xbb\xbf" not in full
     report = validate(release)
     assert report.valid, report.flatten(["type", "fieldName", "rowNumber", "note"])[:10]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_copy_and_a_cursor_inside_a_transaction_give_the_same_bytes(tmp_path):
+    # Committed data is streamed with binary COPY on a second connection; inside a transaction
+    # (where only this connection sees the rows) through a server-side cursor. Same files.
+    study = hostile_study()
+    copied = build(study, tmp_path / "copied")
+    with transaction.atomic():
+        fetched = build(study, tmp_path / "fetched")
+
+    assert files_of(copied) == files_of(fetched)
 
 
 def test_examples_without_consensus_are_left_out_by_default_and_counted_in_the_readme(tmp_path):

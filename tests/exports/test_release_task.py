@@ -230,3 +230,27 @@ def test_a_build_that_cannot_be_queued_says_so(monkeypatch, django_capture_on_co
     release.refresh_from_db()
     assert release.status == ReleaseStatus.FAILED
     assert "could not be queued" in release.error
+
+
+@pytest.mark.parametrize(
+    "committed",
+    [
+        pytest.param(False, marks=pytest.mark.django_db, id="in-a-test-transaction"),
+        pytest.param(True, marks=pytest.mark.django_db(transaction=True), id="committed-as-in-a-worker"),
+    ],
+)
+def test_progress_is_written_while_the_rows_are_still_streaming(monkeypatch, committed):
+    # A real build reporting progress after every row: the worker writes it to the database while
+    # the build is still reading a file (on PostgreSQL, in the middle of a COPY).
+    monkeypatch.setattr("exports.services.CHUNK", 1)
+    monkeypatch.setattr(tasks, "PROGRESS_STEP", 1)
+    release = make_release(rated_study())
+
+    with CaptureQueriesContext(connection) as queries:
+        build_release_task.call(str(release.public_id))
+
+    release.refresh_from_db()
+    assert (release.status, release.error) == (ReleaseStatus.DONE, "")
+    assert release.row_counts == ROW_COUNTS
+    progress = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "exports_release" SET "progress"')]
+    assert len(progress) > 10
