@@ -220,18 +220,20 @@ def consensus_query(selection: Selection) -> tuple[str, list]:
     dialect = _dialect()
     realism = selection.task == Task.REALISM
     params: list = []
-    count = "COUNT(a.id)"
+    # A consensus stores how many annotations it was decided on (a void withdraws it); only
+    # examples still without one need counting.
+    count = (
+        "COALESCE(c.n_annotations, "
+        f"(SELECT COUNT(*) FROM {ANNOTATION} a WHERE a.example_id = e.id AND a.voided_at IS NULL))"
+    )
     fields = _key_fields(dialect, realism)
     fields += [_label("c.rating", params), "COALESCE(c.label_source, '')", f"CAST({count} AS text)"]
     where = selection.where(params)
-    # One pass over the annotations, grouped per example (every other column depends on e.id).
     sql = f"""
     SELECT {_record(dialect, fields)}, c.rating, c.label_source, {count}
     {_FROM_EXAMPLES}
     LEFT JOIN {CONSENSUS} c ON c.example_id = e.id
-    LEFT JOIN {ANNOTATION} a ON a.example_id = e.id AND a.voided_at IS NULL
     WHERE {where}
-    GROUP BY e.id, p.id, d.id, v.id, c.id
     ORDER BY {", ".join(_keys(dialect, realism))}"""
     return sql, params
 
