@@ -10,8 +10,9 @@
 3. Phase "floor": N clients GET the floor with random assignment ids for --duration seconds.
    Phase "readers": N simulated readers, each with its API token, loop for --duration seconds:
    GET /api/reading/next/?task=... then POST /api/reading/<id>/rating/ (a valid rating,
-   a rationale and the form token). No think time unless --think-ms: each client sends its next
-   request at once.
+   a rationale and the form token). No think time unless --think-ms (a closed loop: each client
+   sends its next request at once); with it, each client pauses a random 0.5x-1.5x of it
+   between items, floor clients between requests.
 4. Prints requests, errors and latency percentiles per operation, and the ratio of their p99 to
    the floor's; then checks that every successful submit is stored as an Annotation with its
    form token. Results also go to bench/out/reading-<time>.json.
@@ -264,17 +265,28 @@ class Recorder:
                 self.error_samples.append(message)
 
 
+def pause(recorder: Recorder, rng: random.Random, think: float) -> None:
+    """A reader's time on an item: think seconds on average, drawn anew each time (0.5x to 1.5x).
+
+    Independent readers do not move in step: a fixed pause would keep all clients in lockstep
+    and turn a calm load into bursts of 20 simultaneous requests.
+    """
+    if think > 0:
+        recorder.stop.wait(rng.uniform(0.5 * think, 1.5 * think))
+
+
 def floor_client(recorder: Recorder, port: int, ids: list[str], seed: int, think: float) -> None:
     rng = random.Random(seed)
+    pause(recorder, rng, think)
     while recorder.may_send():
         recorder.timed("floor", port, "GET", f"/bench/floor/{rng.choice(ids)}/", (200,))
-        recorder.stop.wait(think)
+        pause(recorder, rng, think)
 
 
 def reader_client(recorder: Recorder, port: int, token: str, seed: int, think: float) -> None:
     rng = random.Random(seed)
     while recorder.may_send():
-        recorder.stop.wait(think)
+        pause(recorder, rng, think)
         task = rng.choice(TASKS)
         answer = recorder.timed("next", port, "GET", f"/api/reading/next/?task={task}", (200, 204), token=token)
         if answer is None:
@@ -396,7 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-requests", type=int, default=200_000, help="cap on requests per phase")
     parser.add_argument("--workers", type=int, default=2 * cores + 1, help="gunicorn workers (default 2*cores+1)")
     parser.add_argument("--first-reads", type=float, default=0.0, help="share of examples with a stored first read")
-    parser.add_argument("--think-ms", type=float, default=0.0, help="pause of a client between items (default none)")
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="mean pause of a client between items, drawn from 0.5x-1.5x (default: none, a closed loop)",
+    )
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds of unrecorded load first")
     parser.add_argument("--reuse-database", action="store_true", help="skip creating and generating the database")
     args = parser.parse_args(argv)
