@@ -45,7 +45,9 @@ class RoutingMachine(RuleBasedStateMachine):
         return list(
             Assignment.objects.filter(example__study=self.study, status=AssignmentStatus.OPEN)
             .select_related("reader", "example")
-            .order_by("pk")
+            # Not by pk: assignments are stored in queue order, which follows random public ids,
+            # and a replayed run must meet the same list.
+            .order_by("example_id", "slot")
         )
 
     @precondition(lambda self: bool(self._open_assignments()))
