@@ -140,58 +140,41 @@ _FROM_EXAMPLES = f"""
     JOIN {VARIATION} v ON v.id = p.variation_id"""
 
 
+def _shown(dialect: Dialect, condition: str, section: str, *, swapped: bool = False) -> str:
+    """A report section as the reader saw it: the original's when condition holds, else the rewrite's."""
+    first, second = ("alternative", "original") if swapped else ("original", "alternative")
+    return _field(dialect, f"CASE WHEN {condition} THEN p.{first}_{section} ELSE p.{second}_{section} END")
+
+
 def full_query(selection: Selection, seed: int) -> tuple[str, list]:
     """One record per individual annotation, adjudications excluded, in key then index order."""
     dialect = _dialect()
     realism = selection.task == Task.REALISM
     params: list = []
-
-    def side(report_type: str, section: str) -> str:
-        return f"p.{report_type}_{section}"
-
     prefix = f"'readingroom-release:{int(seed)}:'"
     shuffle = dialect.sha256(
         f"{prefix} || {dialect.uuid_hex('e.public_id')} || ':' || {dialect.uuid_hex('a.public_id')}"
     )
-    keys = _keys(dialect, realism)
-    fields = _key_fields(dialect, realism)
-    if realism:
-        fields.append("CAST(row_number() OVER shuffled - 1 AS text)")
-    else:
-        fields += ["CAST(row_number() OVER shuffled - 1 AS text)", "a.report_a_type"]
+    index = "CAST(row_number() OVER shuffled - 1 AS text)"
+    fields = _key_fields(dialect, realism) + ([index] if realism else [index, "a.report_a_type"])
     fields.append(_label("a.rating", params))
     fields += [_field(dialect, column) for column in ("a.rationale", "p.indication", "p.comparison", "p.technique")]
+    sections = ("findings", "impression")
     if realism:
-        for section in ("findings", "impression"):
-            fields.append(
-                _field(
-                    dialect,
-                    f"CASE WHEN e.report_type = '{ReportType.ORIGINAL}' "
-                    f"THEN {side('original', section)} ELSE {side('alternative', section)} END",
-                )
-            )
+        fields += [_shown(dialect, f"e.report_type = '{ReportType.ORIGINAL}'", section) for section in sections]
     else:
-        for report in ("a", "b"):
-            first, second = ("original", "alternative") if report == "a" else ("alternative", "original")
-            for section in ("findings", "impression"):
-                fields.append(
-                    _field(
-                        dialect,
-                        f"CASE WHEN a.report_a_type = '{ReportType.ORIGINAL}' "
-                        f"THEN {side(first, section)} ELSE {side(second, section)} END",
-                    )
-                )
+        a_is_original = f"a.report_a_type = '{ReportType.ORIGINAL}'"
+        fields += [_shown(dialect, a_is_original, section) for section in sections]
+        fields += [_shown(dialect, a_is_original, section, swapped=True) for section in sections]
     where = selection.where(params)
+    keys = ", ".join(_keys(dialect, realism))
     sql = f"""
     SELECT {_record(dialect, fields)}
-    FROM {ANNOTATION} a
-    JOIN {EXAMPLE} e ON e.id = a.example_id
-    JOIN {PAIR} p ON p.id = e.pair_id
-    JOIN {DATASET} d ON d.id = p.dataset_id
-    JOIN {VARIATION} v ON v.id = p.variation_id
+    {_FROM_EXAMPLES}
+    JOIN {ANNOTATION} a ON a.example_id = e.id
     WHERE a.voided_at IS NULL AND {where}
-    WINDOW shuffled AS (PARTITION BY {", ".join(keys)} ORDER BY {shuffle})
-    ORDER BY {", ".join(keys)}, {shuffle}"""
+    WINDOW shuffled AS (PARTITION BY {keys} ORDER BY {shuffle})
+    ORDER BY {keys}, {shuffle}"""
     return sql, params
 
 
