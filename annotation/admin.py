@@ -9,6 +9,7 @@ from annotation.models import (
     Dataset,
     Example,
     ReaderProfile,
+    ReaderQueue,
     Study,
     StudyMember,
     Variation,
@@ -101,6 +102,12 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "study", "action", "actor", "subject", "example"]
     list_filter = ["study", "action"]
     list_select_related = ["study", "actor", "subject", "example"]
+
+
+@admin.register(ReaderQueue)
+class ReaderQueueAdmin(ReadOnlyAdmin):
+    list_display = ["reader", "study", "task", "open_count", "rated_count"]
+    list_filter = ["study", "task"]
 
 
 @admin.register(ReaderProfile)

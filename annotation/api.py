@@ -119,14 +119,13 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
 def _reading_payload(assignment: Assignment) -> dict:
     item = reading_item(assignment.example, report_a_type=assignment.report_a_type)
-    position, total = queue_position(assignment)
+    position = queue_position(assignment)
     stored = getattr(assignment, "annotation", None) if assignment.status != AssignmentStatus.OPEN else None
     return {
         "id": assignment.public_id,
         "task": item.task,
         "question": item.question,
         "position": position,
-        "total": total,
         "context": {name.lower(): text for name, text in item.context},
         "reports": item.reports,
         "labels": item.labels,
@@ -139,8 +138,10 @@ def _reading_payload(assignment: Assignment) -> dict:
 
 def _own_assignment(request: Request, assignment_id: uuid.UUID | str) -> Assignment:
     try:
-        return Assignment.objects.select_related("example__pair", "example__study", "annotation").get(
-            public_id=assignment_id, reader=request.user
+        return (
+            Assignment.objects.select_related("example__pair", "example__study", "annotation")
+            .exclude(status=AssignmentStatus.WITHDRAWN)
+            .get(public_id=assignment_id, reader=request.user)
         )
     except Assignment.DoesNotExist:
         raise NotFoundError from None

@@ -8,6 +8,8 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
+from annotation import queues
+
 
 def new_study_seed() -> int:
     return secrets.randbelow(2**31)
@@ -339,6 +341,9 @@ class Example(models.Model):
     unrouted = models.BooleanField(
         default=False, help_text="Needs a third reader or an adjudicator, and nobody eligible was available."
     )
+    unrouted_reason = models.CharField(
+        max_length=300, blank=True, help_text="Why nobody eligible was available (while unrouted)."
+    )
 
     objects = ExampleQuerySet.as_manager()
 
@@ -395,6 +400,9 @@ class AssignmentStatus(models.TextChoices):
     OPEN = "open", "Open"
     DONE = "done", "Rated"
     VOIDED = "voided", "Voided"
+    # Taken out of the queue unrated after the reader had seen it: kept, because the reader has
+    # read the text (they never get the example again, nor, kept apart, its other version).
+    WITHDRAWN = "withdrawn", "Withdrawn after being shown"
 
 
 ACTIVE_ASSIGNMENT = Q(status__in=[AssignmentStatus.OPEN, AssignmentStatus.DONE])
@@ -414,7 +422,8 @@ class Assignment(models.Model):
 
     Slots 1 and 2 are the independent initial reads, slot 3 the third read. An active
     (open or done) assignment holds its slot; voiding frees it. A withdrawn assignment, which
-    never had a rating, is deleted (the audit trail keeps it).
+    never had a rating, is deleted if it was never shown (the audit trail keeps it), and kept
+    as WITHDRAWN if it was: the reader has seen the text.
     """
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -425,7 +434,7 @@ class Assignment(models.Model):
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+", editable=False)
     task = models.CharField(max_length=16, choices=Task.choices, editable=False)
     slot = models.PositiveSmallIntegerField()
-    status = models.CharField(max_length=8, choices=AssignmentStatus.choices, default=AssignmentStatus.OPEN)
+    status = models.CharField(max_length=16, choices=AssignmentStatus.choices, default=AssignmentStatus.OPEN)
     queue_order = models.BigIntegerField(
         default=0, help_text="The reader's queue is sorted on this: a seeded shuffle, no pattern."
     )
@@ -454,6 +463,12 @@ class Assignment(models.Model):
         indexes = [
             models.Index(fields=["reader", "status", "queue_order"]),
             models.Index(fields=["reader", "study", "task", "status", "queue_order"], name="assignment_reader_queue"),
+            # A reader's next item, in any study or in one: the first entry of this index.
+            models.Index(
+                fields=["reader", "task", "study", "queue_order"],
+                condition=Q(status="open"),
+                name="assignment_open_queue",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -462,11 +477,56 @@ class Assignment(models.Model):
     def save(self, *args, **kwargs) -> None:
         if self.study_id is None or not self.task:
             self.study_id, self.task = self.example.study_id, self.example.task
+        adding = self._state.adding
         super().save(*args, **kwargs)
+        if adding and self.status == AssignmentStatus.OPEN:
+            queues.count(self.reader_id, self.study_id, self.task, opened=1)
 
     @property
     def is_third_read(self) -> bool:
         return self.slot == THIRD_READ_SLOT
+
+
+class ReaderQueueQuerySet(models.QuerySet):
+    def recount(self, study: "Study") -> None:
+        """Rebuild a study's counters from its assignments (after rows were written in bulk)."""
+        self.filter(study=study).delete()
+        rows = (
+            Assignment.objects.filter(study=study)
+            .values("reader_id", "task")
+            .annotate(
+                open_count=models.Count("pk", filter=Q(status=AssignmentStatus.OPEN)),
+                rated_count=models.Count("pk", filter=Q(status__in=[AssignmentStatus.DONE, AssignmentStatus.VOIDED])),
+            )
+            .order_by()
+        )
+        self.bulk_create([ReaderQueue(study=study, **row) for row in rows], batch_size=2000)
+
+
+class ReaderQueue(models.Model):
+    """How many items one reader has open and has rated in one study and task, kept as counters.
+
+    A reader is shown only these counts, never a total that grows when a third read arrives,
+    and reading them touches one row whatever the queue's length. They change in the same
+    transaction as the assignments they count, through annotation.queues (never directly).
+    """
+
+    reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    task = models.CharField(max_length=16, choices=Task.choices)
+    open_count = models.PositiveIntegerField(default=0, help_text="Open assignments (not yet rated).")
+    rated_count = models.PositiveIntegerField(default=0, help_text="Ratings given, voided ones included.")
+
+    objects = ReaderQueueQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["reader", "study", "task"], name="readerqueue_one_per_reader_study_task"),
+            models.CheckConstraint(condition=Q(open_count__gte=0, rated_count__gte=0), name="readerqueue_counts_gte_0"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reader} {self.study} {self.task}: {self.open_count} open, {self.rated_count} rated"
 
 
 class Annotation(models.Model):

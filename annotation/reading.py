@@ -16,6 +16,7 @@ from annotation.models import (
     AssignmentStatus,
     Example,
     Rating,
+    ReaderQueue,
     ReportType,
     Task,
 )
@@ -94,11 +95,15 @@ def reading_item(example: Example, *, report_a_type: str = "") -> ReadingItem:
 
 
 def reader_queues(reader) -> list[dict]:
-    """The reader's queues, one per (study, task), with done / assigned counts. One query."""
+    """The reader's queues, one per (study, task): how many they have rated, and whether an item waits.
+
+    Never a total: a total grows when a third read is routed to the reader, and would tell them
+    that two colleagues disagreed. One query, on the queue counters.
+    """
     rows = (
-        Assignment.objects.filter(reader=reader)
-        .values("study__slug", "study__name", "task")
-        .annotate(total=Count("pk"), open=Count("pk", filter=Q(status=AssignmentStatus.OPEN)))
+        ReaderQueue.objects.filter(reader=reader)
+        .filter(Q(open_count__gt=0) | Q(rated_count__gt=0))
+        .values("study__slug", "study__name", "task", "open_count", "rated_count")
         .order_by("study__name", "task")
     )
     return [
@@ -107,26 +112,27 @@ def reader_queues(reader) -> list[dict]:
             "study_name": row["study__name"],
             "task": row["task"],
             "task_label": Task(row["task"]).label,
-            "total": row["total"],
-            "done": row["total"] - row["open"],
+            "done": row["rated_count"],
+            "waiting": row["open_count"] > 0,
         }
         for row in rows
     ]
 
 
-def queue_position(assignment: Assignment) -> tuple[int, int]:
-    """(N, M): this is item N of the reader's M in this study and task.
+def queue_position(assignment: Assignment) -> int | None:
+    """N in "Item N": the reader's ratings in this study and task so far, plus one for an open item.
 
-    COUNT(*) and COUNT(status), not COUNT(pk): every column it needs is in the reader-queue index, so
-    PostgreSQL counts from the index alone instead of visiting each assignment.
+    None for an item that is no longer open. Read from the queue's counters: one row, whatever
+    the queue's length.
     """
-    counts = Assignment.objects.filter(
-        reader_id=assignment.reader_id, study_id=assignment.study_id, task=assignment.task
-    ).aggregate(total=Count("*"), open=Count("status", filter=Q(status=AssignmentStatus.OPEN)))
-    done = counts["total"] - counts["open"]
-    if assignment.status == AssignmentStatus.OPEN:
-        return done + 1, counts["total"]
-    return done, counts["total"]
+    if assignment.status != AssignmentStatus.OPEN:
+        return None
+    rated = (
+        ReaderQueue.objects.filter(reader_id=assignment.reader_id, study_id=assignment.study_id, task=assignment.task)
+        .values_list("rated_count", flat=True)
+        .first()
+    )
+    return (rated or 0) + 1
 
 
 def next_assignment(

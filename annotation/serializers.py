@@ -148,8 +148,11 @@ class ReadingItemSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     task = serializers.CharField()
     question = serializers.CharField()
-    position = serializers.IntegerField(help_text="This is item `position` of `total` in the reader's queue.")
-    total = serializers.IntegerField()
+    position = serializers.IntegerField(
+        allow_null=True,
+        help_text="Item `position` of this queue: your ratings in it so far, plus one. Null once rated. There is "
+        "no total: more items may come as the study goes on.",
+    )
     context = serializers.DictField(child=serializers.CharField(allow_blank=True))
     reports = ShownReportSerializer(many=True)
     labels = ShownLabelSerializer(many=True)
@@ -176,8 +179,10 @@ class QueueSerializer(serializers.Serializer):
     study = serializers.CharField(source="study_slug")
     study_name = serializers.CharField()
     task = serializers.CharField()
-    done = serializers.IntegerField()
-    total = serializers.IntegerField()
+    done = serializers.IntegerField(help_text="Ratings you have given in this queue.")
+    waiting = serializers.BooleanField(
+        help_text="Whether an item waits for you now. More may come later, as the study goes on."
+    )
 
 
 class RatingErrorSerializer(serializers.Serializer):

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
-from annotation import importing
+from annotation import importing, queues
 from annotation.importing import ImportProblem, ImportRejected
 from annotation.models import (
     Assignment,
@@ -390,7 +390,7 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
     from consensus.services import tiebreak
 
     tasks = tasks or [Task.REALISM, Task.EQUIVALENCE]
-    with transaction.atomic():
+    with transaction.atomic(), queues.counting():
         study = Study.objects.select_for_update().get(pk=study.pk)
         members = list(StudyMember.objects.able(study, MemberRole.READER).select_related("user"))
         if len(members) < 2:
@@ -418,11 +418,12 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
         total_load: Counter = Counter()
         for example_pk, reader_pk, slot, status, task, pair_pk in rows:
             readers_of[example_pk].add(reader_pk)
-            active = status != AssignmentStatus.VOIDED
-            if active:
+            # Any assignment of a Task 1 version, voided or withdrawn after being shown included,
+            # means the reader has seen the pair.
+            if task == Task.REALISM:
+                pair_task1_readers[pair_pk].add(reader_pk)
+            if status in (AssignmentStatus.OPEN, AssignmentStatus.DONE):
                 taken_slots[example_pk].add(slot)
-                if task == Task.REALISM:
-                    pair_task1_readers[pair_pk].add(reader_pk)
                 if slot in (1, 2):
                     task_load[(reader_pk, task)] += 1
                     total_load[reader_pk] += 1
@@ -479,6 +480,7 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
         # so walking and counting it stays cheap while other readers' ratings change theirs.
         new.sort(key=lambda a: (a.reader_id, a.task, a.queue_order))
         Assignment.objects.bulk_create(new, batch_size=BATCH_SIZE)
+        queues.count_opened(Counter((a.reader_id, study.pk, a.task) for a in new))
         AuditEvent.objects.bulk_create(
             [
                 AuditEvent(
@@ -512,16 +514,16 @@ def _member_reader(study: Study, user: AbstractBaseUser) -> None:
 
 
 def _check_versions_apart(example: Example, user: AbstractBaseUser) -> None:
+    # The same rule as routing (consensus.services.eligible_readers): any assignment of the other
+    # version counts, voided or withdrawn after being shown included.
     if not (example.study.keep_versions_apart and example.task == Task.REALISM):
         return
-    sibling = (
-        Assignment.objects.active()
-        .filter(reader=user, example__pair_id=example.pair_id, example__task=Task.REALISM)
-        .exclude(example=example)
-    )
+    sibling = Assignment.objects.filter(
+        reader=user, example__pair_id=example.pair_id, example__task=Task.REALISM
+    ).exclude(example=example)
     if sibling.exists():
         raise QueueRefused(
-            f"{user.get_username()} already has the other version of this pair, and the study keeps the two "
+            f"{user.get_username()} has or had the other version of this pair, and the study keeps the two "
             "versions apart. Choose another reader."
         )
 
@@ -530,9 +532,9 @@ def assign_example(
     example_id: uuid.UUID, reader: AbstractBaseUser, *, actor: AbstractBaseUser, slot: int | None = None
 ) -> Assignment:
     """Put one example in one reader's queue by hand, in its first free slot (or the one given)."""
-    from consensus.services import lock_example, tiebreak
+    from consensus.services import create_routed_assignment, lock_example
 
-    with transaction.atomic():
+    with transaction.atomic(), queues.counting():
         example_pk = Example.objects.filter(public_id=example_id).values_list("pk", flat=True).first()
         if example_pk is None:
             raise QueueRefused("No such example.")
@@ -554,14 +556,9 @@ def assign_example(
             free = [slot]
         if not free:
             raise QueueRefused("This example already has all the readers it needs.")
-        assignment = Assignment.objects.create(
-            example=example,
-            reader=reader,
-            slot=free[0],
-            queue_order=tiebreak(example.study.seed, "queue", reader.pk, example.public_id),
-        )
+        assignment = create_routed_assignment(example, reader, free[0])
         if example.unrouted:
-            Example.objects.filter(pk=example.pk).update(unrouted=False)
+            Example.objects.filter(pk=example.pk).update(unrouted=False, unrouted_reason="")
         AuditEvent.objects.record(
             AuditAction.ASSIGNED,
             study=example.study,
@@ -577,25 +574,28 @@ def withdraw_assignment(assignment_id: uuid.UUID, *, actor: AbstractBaseUser) ->
     """Take an unrated assignment out of its reader's queue."""
     from consensus.services import lock_example, withdraw_open_assignment
 
-    with transaction.atomic():
+    with transaction.atomic(), queues.counting():
         found = Assignment.objects.filter(public_id=assignment_id).values_list("example_id", flat=True).first()
         if found is None:
             raise QueueRefused("No such assignment.")
         example = lock_example(found)
         assignment = Assignment.objects.select_related("reader").get(public_id=assignment_id)
+        if assignment.status == AssignmentStatus.WITHDRAWN:
+            raise QueueRefused("This assignment was already withdrawn.")
         if assignment.status != AssignmentStatus.OPEN:
             raise QueueRefused("This assignment has a rating; it cannot be withdrawn (void the rating instead).")
         withdraw_open_assignment(example, assignment, actor=actor, reason="withdrawn by a coordinator")
         if example.state == ExampleState.THIRD_READ and not example.assignments.open().exists():
             # A needed third read now has nobody: list it for the coordinator.
-            Example.objects.filter(pk=example.pk).update(unrouted=True)
-            example.unrouted = True
+            reason = "Its third reader was withdrawn by a coordinator. Assign a reader by hand."
+            Example.objects.filter(pk=example.pk).update(unrouted=True, unrouted_reason=reason)
+            example.unrouted, example.unrouted_reason = True, reason
     return example
 
 
 def reassign_assignment(assignment_id: uuid.UUID, reader: AbstractBaseUser, *, actor: AbstractBaseUser) -> Assignment:
     """Move an unrated assignment to another reader (same slot), in one transaction."""
-    with transaction.atomic():
+    with transaction.atomic(), queues.counting():
         slot = Assignment.objects.filter(public_id=assignment_id).values_list("slot", flat=True).first()
         example = withdraw_assignment(assignment_id, actor=actor)
         return assign_example(example.public_id, reader, actor=actor, slot=slot)

@@ -137,7 +137,7 @@ def _render_partial(request: HttpRequest, partial: str, context: dict, *, status
 
 def _reading_context(request: HttpRequest, assignment: Assignment, form: RatingForm | None = None, **extra) -> dict:
     example = assignment.example
-    position, total = queue_position(assignment)
+    position = queue_position(assignment)
     if form is None and assignment.status == AssignmentStatus.OPEN:
         form = RatingForm(task=example.task, initial={"form_token": uuid.uuid4()})
     stored = getattr(assignment, "annotation", None) if assignment.status != AssignmentStatus.OPEN else None
@@ -147,16 +147,18 @@ def _reading_context(request: HttpRequest, assignment: Assignment, form: RatingF
         "form": form,
         "stored": stored,
         "position": position,
-        "total": total,
         "next_url": reverse("reading_next", args=[example.study.slug, example.task]),
         **extra,
     }
 
 
 def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignment:
-    # Another reader's assignment is a 404, exactly like one that does not exist.
+    # Another reader's assignment is a 404, exactly like one that does not exist; so is one that was
+    # withdrawn from this reader's queue (kept only because they had seen it).
     return get_object_or_404(
-        Assignment.objects.select_related("example__pair", "example__study", "annotation"),
+        Assignment.objects.select_related("example__pair", "example__study", "annotation").exclude(
+            status=AssignmentStatus.WITHDRAWN
+        ),
         public_id=assignment_id,
         reader=request.user,
     )
@@ -176,7 +178,11 @@ def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
         raise Http404
     assignment = next_assignment(request.user, task=task, study_id=study.pk)
     if assignment is None:
-        messages.success(request, f"You have finished your {Task(task).label} queue. Thank you.")
+        messages.success(
+            request,
+            f"Nothing is waiting for you in {Task(task).label} now. More items may come as the study goes on. "
+            "Thank you.",
+        )
         return redirect("reader_home")
     return redirect("reading_page", assignment.public_id)
 

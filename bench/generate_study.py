@@ -469,7 +469,7 @@ def generate_study(
     """Create the study (Django must be set up). Refuses a slug that is already taken."""
     from django.db import transaction
 
-    from annotation.models import Assignment, Example, Study
+    from annotation.models import Assignment, Example, ReaderQueue, Study
     from annotation.services import assign_readers, sample_pairs
 
     if Study.objects.filter(slug=slug).exists():
@@ -497,6 +497,10 @@ def generate_study(
         with timings.step("first reads"), transaction.atomic():
             stored = fill_first_reads(study, fraction=first_reads, seed=seed)
         log(f"  stored the first read of {stored} examples")
+    if with_ratings or first_reads > 0:
+        # The reads above were written in bulk, past the services that keep the queue counters.
+        with timings.step("queue counters"):
+            ReaderQueue.objects.recount(study)
     with timings.step("vacuum analyze"):
         _vacuum_analyze()
     total = sum(timings.steps.values())

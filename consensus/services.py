@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Count, Exists, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from annotation import queues
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
     TASK_RATINGS,
@@ -32,6 +33,7 @@ from annotation.models import (
     ExampleState,
     MemberRole,
     Rating,
+    ReaderQueue,
     ReportType,
     StudyMember,
     Subspecialty,
@@ -40,6 +42,8 @@ from annotation.models import (
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 
 INITIAL_SLOTS = (1, 2)
+# queue_order values are drawn from [0, 2**63): tiebreak() keeps 63 bits.
+QUEUE_ORDER_END = 2**63
 
 
 class SubmissionRefused(Exception):
@@ -124,7 +128,7 @@ def submit_annotation(
     """
     assignment_id = uuid.UUID(str(assignment_id))
     try:
-        with transaction.atomic():
+        with transaction.atomic(), queues.counting():
             return _store_annotation(reader, assignment_id, rating, rationale, form_token, require_shown)
     except IntegrityError:
         # The token is unique: it was used before, on another assignment (refused) or, by a
@@ -151,7 +155,7 @@ def _store_annotation(
         return SubmitResult(stored, created=False)
     if assignment.status == AssignmentStatus.DONE:
         raise AlreadySubmitted(stored)
-    if assignment.status == AssignmentStatus.VOIDED:
+    if assignment.status in (AssignmentStatus.VOIDED, AssignmentStatus.WITHDRAWN):
         raise NotFound
     if require_shown and assignment.first_shown_at is None:
         raise NotShownYet
@@ -179,6 +183,7 @@ def _store_annotation(
         duration_ms=duration,
     )
     Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.DONE)
+    queues.count(reader.pk, example.study_id, example.task, opened=-1, rated=1)
     AuditEvent.objects.record(
         AuditAction.SUBMITTED,
         study=example.study,
@@ -230,12 +235,14 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
             _route_reads(example, missing, action=AuditAction.ASSIGNED, actor=actor)
 
 
-def _set_state(example: Example, state: str, *, unrouted: bool | None = None) -> None:
+def _set_state(example: Example, state: str, *, unrouted: bool | None = None, reason: str = "") -> None:
     fields = {"state": state}
     if unrouted is not None:
         fields["unrouted"] = unrouted
     elif state in (ExampleState.CONSENSUS, ExampleState.WAITING):
         fields["unrouted"] = False
+    if "unrouted" in fields:
+        fields["unrouted_reason"] = reason if fields["unrouted"] else ""
     changed = {k: v for k, v in fields.items() if getattr(example, k) != v}
     if changed:
         Example.objects.filter(pk=example.pk).update(**changed)
@@ -276,7 +283,13 @@ def _decide(example: Example, rating: str, source: str, count: int, *, actor: Ab
 def withdraw_open_assignment(
     example: Example, assignment: Assignment, *, actor: AbstractBaseUser | None, reason: str
 ) -> None:
-    """Take an unrated assignment out of a queue (it is deleted; the audit row keeps it). Caller holds the lock."""
+    """Take an unrated assignment out of a queue. Caller holds the lock.
+
+    Never shown, it is deleted (the audit row keeps it) and the reader may be given the example
+    again. Shown, it is kept as WITHDRAWN: the reader has read the text, so, like a voided read,
+    it bars them from the example and, when versions are kept apart, from its other version.
+    """
+    shown = assignment.first_shown_at is not None
     AuditEvent.objects.record(
         AuditAction.WITHDRAWN,
         study=example.study,
@@ -284,9 +297,14 @@ def withdraw_open_assignment(
         example=example,
         subject=assignment.reader,
         before={"assignment": str(assignment.public_id), "slot": assignment.slot},
-        after={"reason": reason},
+        after={"reason": reason, "shown": shown},
     )
-    assignment.delete()
+    if shown:
+        Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.WITHDRAWN)
+        assignment.status = AssignmentStatus.WITHDRAWN
+    else:
+        assignment.delete()
+    queues.count(assignment.reader_id, example.study_id, example.task, opened=-1)
 
 
 def _route_reads(example: Example, needed: int, *, action: str, actor: AbstractBaseUser | None) -> None:
@@ -298,12 +316,7 @@ def _route_reads(example: Example, needed: int, *, action: str, actor: AbstractB
         free_slots.insert(0, THIRD_READ_SLOT)
     readers = eligible_readers(example)[:needed]
     for reader, slot in zip(readers, free_slots, strict=False):
-        assignment = Assignment.objects.create(
-            example=example,
-            reader=reader,
-            slot=slot,
-            queue_order=tiebreak(example.study.seed, "queue", reader.pk, example.public_id),
-        )
+        assignment = create_routed_assignment(example, reader, slot)
         AuditEvent.objects.record(
             action,
             study=example.study,
@@ -313,29 +326,80 @@ def _route_reads(example: Example, needed: int, *, action: str, actor: AbstractB
             after={"assignment": str(assignment.public_id), "slot": slot},
         )
     if len(readers) < needed:
-        _mark_unrouted(example, actor=actor, missing="reader")
+        _mark_unrouted(example, actor=actor, missing="reader", reason=_why_no_reader(example))
     else:
         _set_state(example, example.state, unrouted=False)
 
 
-def _mark_unrouted(example: Example, *, actor: AbstractBaseUser | None, missing: str) -> None:
-    if not example.unrouted:
+def create_routed_assignment(example: Example, reader: AbstractBaseUser, slot: int) -> Assignment:
+    """Put an example in a reader's queue after the queue was drawn: a third read, a refill after a
+    void, a read for a reader who joined late, or one given by hand. Caller holds the example's lock.
+
+    It takes a random place among the reader's open items after the first (which may be on their
+    screen): the open items' places are uniform draws above the first, so this one, drawn the same
+    way, is at any of their ranks with equal chance. A read routed because two readers disagreed
+    then does not stand out by where it comes in the queue. One index lookup, whatever the
+    queue's length.
+    """
+    draw = tiebreak(example.study.seed, "queue", reader.pk, example.public_id)
+    first_open = (
+        Assignment.objects.filter(
+            reader=reader, task=example.task, study_id=example.study_id, status=AssignmentStatus.OPEN
+        )
+        .order_by("queue_order")
+        .values_list("queue_order", flat=True)
+        .first()
+    )
+    if first_open is not None and first_open + 1 < QUEUE_ORDER_END:
+        draw = first_open + 1 + draw % (QUEUE_ORDER_END - first_open - 1)
+    return Assignment.objects.create(example=example, reader=reader, slot=slot, queue_order=draw)
+
+
+def _mark_unrouted(example: Example, *, actor: AbstractBaseUser | None, missing: str, reason: str) -> None:
+    if not example.unrouted or example.unrouted_reason != reason:
         AuditEvent.objects.record(
             AuditAction.UNROUTED,
             study=example.study,
             actor=actor,
             example=example,
-            after={"waiting_for": missing},
+            after={"waiting_for": missing, "reason": reason},
         )
-    _set_state(example, example.state, unrouted=True)
+    _set_state(example, example.state, unrouted=True, reason=reason)
+
+
+def _why_no_reader(example: Example) -> str:
+    """Why eligible_readers found nobody, in the coordinator's words (only asked when it did)."""
+    able = StudyMember.objects.able(example.study, MemberRole.READER)
+    fresh = able.exclude(Exists(Assignment.objects.filter(example=example, reader=OuterRef("user_id"))))
+    if not able.exists():
+        return "The study has no active reader."
+    if not fresh.exists():
+        return "Every active reader of the study has already read (or been given) this example."
+    return (
+        "Every active reader who has not read this example has read (or been given) the other version of "
+        "its pair, and the study keeps the two versions apart. Add a reader to the study."
+    )
+
+
+def _read_the_other_version(example: Example) -> Exists:
+    """Whether the member (OuterRef user_id) has or had any assignment on the pair's other Task 1 example.
+
+    Any status counts: open or rated, voided (the reader saw the text) and withdrawn after being
+    shown. Only a withdrawn assignment the reader never saw, which is deleted, does not.
+    """
+    return Exists(
+        Assignment.objects.filter(
+            reader=OuterRef("user_id"), example__pair_id=example.pair_id, example__task=Task.REALISM
+        ).exclude(example=example)
+    )
 
 
 def eligible_readers(example: Example) -> list[AbstractBaseUser]:
     """Readers of the study who may read this example now, best first.
 
-    Never one who has (or had) an assignment on it. Least loaded (open assignments in the
-    study) first; for Task 1, when the study keeps versions apart, readers who have not seen the
-    other version of the pair come before those who have. One query.
+    Never one who has (or had) an assignment on it, nor, for Task 1 when the study keeps versions
+    apart, one who has (or had) the other version of the pair. Least loaded (open items in the
+    study, from the queue counters) first. One query, whatever the queues' lengths.
     """
     study = example.study
     members = (
@@ -344,32 +408,19 @@ def eligible_readers(example: Example) -> list[AbstractBaseUser]:
         .annotate(
             load=Coalesce(
                 Subquery(
-                    Assignment.objects.filter(reader=OuterRef("user_id"), study=study, status=AssignmentStatus.OPEN)
+                    ReaderQueue.objects.filter(reader=OuterRef("user_id"), study=study)
                     .values("reader")
-                    .annotate(n=Count("pk"))
+                    .annotate(n=Sum("open_count"))
                     .values("n")
                 ),
                 0,
-            ),
-            has_sibling=Exists(
-                Assignment.objects.filter(
-                    reader=OuterRef("user_id"), example__pair_id=example.pair_id, example__task=Task.REALISM
-                )
-                .exclude(example=example)
-                .filter(Q(status__in=[AssignmentStatus.OPEN, AssignmentStatus.DONE]))
-            ),
+            )
         )
         .select_related("user")
     )
-    keep_apart = study.keep_versions_apart and example.task == Task.REALISM
-    ranked = sorted(
-        members,
-        key=lambda m: (
-            keep_apart and m.has_sibling,
-            m.load,
-            tiebreak(study.seed, "route", example.public_id, m.user_id),
-        ),
-    )
+    if study.keep_versions_apart and example.task == Task.REALISM:
+        members = members.exclude(_read_the_other_version(example))
+    ranked = sorted(members, key=lambda m: (m.load, tiebreak(study.seed, "route", example.public_id, m.user_id)))
     return [m.user for m in ranked]
 
 
@@ -405,7 +456,12 @@ def eligible_adjudicators(example: Example) -> list[AbstractBaseUser]:
 def _route_adjudication(example: Example, *, actor: AbstractBaseUser | None) -> None:
     candidates = eligible_adjudicators(example)
     if not candidates:
-        _mark_unrouted(example, actor=actor, missing="adjudicator")
+        _mark_unrouted(
+            example,
+            actor=actor,
+            missing="adjudicator",
+            reason="No active adjudicator of the study who has not read this example. Add an adjudicator.",
+        )
         return
     adjudicator = candidates[0]
     adjudication = Adjudication.objects.create(example=example, adjudicator=adjudicator, task=example.task)
@@ -426,7 +482,7 @@ def route_unrouted(study_pk: int, *, actor: AbstractBaseUser | None = None) -> i
     for example_pk in (
         Example.objects.filter(study_id=study_pk, unrouted=True).order_by("pk").values_list("pk", flat=True)
     ):
-        with transaction.atomic():
+        with transaction.atomic(), queues.counting():
             example = lock_example(example_pk)
             if not example.unrouted:
                 continue
@@ -444,7 +500,7 @@ def submit_adjudication(
     form_token: uuid.UUID,
 ) -> Adjudication:
     """Store the adjudicator's final rating (a rationale is always required) -> consensus."""
-    with transaction.atomic():
+    with transaction.atomic(), queues.counting():
         found = Adjudication.objects.filter(public_id=adjudication_id, adjudicator=adjudicator).values_list(
             "pk", "example_id"
         )
@@ -488,7 +544,7 @@ def void_annotation(annotation_id: uuid.UUID, *, actor: AbstractBaseUser, reason
     reason = reason.strip()
     if not reason:
         raise SubmissionRefused("Give a reason for voiding this rating.", field="reason")
-    with transaction.atomic():
+    with transaction.atomic(), queues.counting():
         found = Annotation.objects.filter(public_id=annotation_id).values_list("pk", "example_id")
         if not found:
             raise NotFound

@@ -112,7 +112,7 @@ def make_assignment(example: Example, reader: AbstractBaseUser, *, slot: int = 1
 def make_reading_study(
     *,
     pairs: int = 2,
-    readers: int = 4,
+    readers: int = 6,
     adjudicators: int = 1,
     adjudicator_subspecialty: str = "cardiothoracic",
     keep_versions_apart: bool = True,

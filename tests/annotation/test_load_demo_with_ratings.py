@@ -122,7 +122,7 @@ def test_it_goes_through_the_services(demo):
     assert events.filter(action=AuditAction.CONSENSUS).count() == 72
     assert events.filter(action=AuditAction.THIRD_READ_ROUTED).count() == annotations.filter(assignment__slot=3).count()
     assert events.filter(action=AuditAction.ADJUDICATION_ROUTED).count() == adjudications.count()
-    assert events.filter(action=AuditAction.MEMBER_ADDED).count() == 6
+    assert events.filter(action=AuditAction.MEMBER_ADDED).count() == 7  # six readers and the adjudicator
     # Shown before rated, as in the reading room: time on task and the A/B order are recorded.
     assert not annotations.filter(assignment__first_shown_at__isnull=True).exists()
     assert not annotations.filter(task=Task.EQUIVALENCE, report_a_type="").exists()
@@ -139,7 +139,7 @@ def test_it_enrols_the_demo_readers_and_adjudicator(demo):
         if Role.READER in roles or Role.ADJUDICATOR in roles
     }
     assert members == expected
-    assert {username for username, role in members if role == MemberRole.READER} == {f"reader{i}" for i in range(1, 6)}
+    assert {username for username, role in members if role == MemberRole.READER} == {f"reader{i}" for i in range(1, 7)}
 
 
 def test_it_is_idempotent(demo):

@@ -183,7 +183,7 @@ def test_progress_counts_examples_by_state_per_task_and_variation(api_client):
 
 
 def test_workload_lists_every_member(api_client):
-    study, readers, adjudicators = make_reading_study(pairs=2)
+    study, readers, adjudicators = make_reading_study(pairs=2, readers=4)
     StudyMember.objects.filter(study=study, user=readers[0]).update(max_assignments=5)
 
     data = api_client.get(f"/api/studies/{study.slug}/workload/").json()
@@ -204,7 +204,7 @@ def test_workload_lists_every_member(api_client):
 @pytest.mark.parametrize("endpoint", ["progress", "workload", "unrouted", "example", "reader"])
 def test_its_query_count_does_not_grow_with_the_study(api_client, endpoint):
     counts = []
-    for pairs, readers in ((2, 4), (12, 6)):
+    for pairs, readers in ((2, 6), (12, 8)):
         study, reader_users, _ = make_reading_study(pairs=pairs, readers=readers, adjudicators=2)
         for example in Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:3]:
             rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)

@@ -112,7 +112,7 @@ def test_a_three_way_split_goes_to_exactly_one_adjudicator(db):
 
 def test_the_adjudicator_is_never_one_of_the_three_readers(db):
     # The only adjudicator also reads; when they read the example, nobody is eligible.
-    study, readers, _ = make_reading_study(readers=4, adjudicators=0, pairs=1)
+    study, readers, _ = make_reading_study(readers=5, adjudicators=0, pairs=1)
     both = readers[0]
     both.groups.add(*make_user(Role.ADJUDICATOR).groups.all())
     add_study_member(study, both, MemberRole.ADJUDICATOR, actor=make_user(Role.COORDINATOR))

@@ -100,7 +100,7 @@ def test_it_counts_voided_ratings_and_adjudications(client, coordinator):
 def test_its_query_count_does_not_grow_with_the_study(client, coordinator):
     client.force_login(coordinator)
     counts = []
-    for pairs, readers in ((2, 4), (12, 6)):
+    for pairs, readers in ((2, 6), (12, 8)):
         study, _, _ = make_reading_study(pairs=pairs, readers=readers, adjudicators=2)
         for example in Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:3]:
             rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
@@ -223,7 +223,7 @@ def test_it_assigns_one_task_only(client, coordinator):
 
 
 def test_it_shows_the_notes_when_caps_leave_reads_unassigned(client, coordinator):
-    study, _, _ = make_reading_study(pairs=2, assign=False)
+    study, _, _ = make_reading_study(pairs=2, readers=4, assign=False)
     StudyMember.objects.filter(study=study, role=MemberRole.READER).update(max_assignments=1)
     client.force_login(coordinator)
 

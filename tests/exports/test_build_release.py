@@ -597,7 +597,7 @@ def test_the_datapackage_descriptor_describes_the_six_files_in_column_order():
 
 def hostile_study() -> Study:
     """Two pairs, one full of hostile text and one with empty sections, rated to adjudication."""
-    study, _, _ = make_reading_study(pairs=2, readers=5)
+    study, _, _ = make_reading_study(pairs=2, readers=6)
     first, second = CandidatePair.objects.filter(study=study, sampled=True).order_by("source_study_id")
     CandidatePair.objects.filter(pk=first.pk).update(**HOSTILE)
     CandidatePair.objects.filter(pk=second.pk).update(
@@ -664,7 +664,7 @@ def test_copy_and_a_cursor_inside_a_transaction_give_the_same_bytes(tmp_path):
 
 
 def test_examples_without_consensus_are_left_out_by_default_and_counted_in_the_readme(tmp_path):
-    study, _, _ = make_reading_study(pairs=2, readers=4, adjudicators=1)
+    study, _, _ = make_reading_study(pairs=2, readers=5, adjudicators=1)
     realism = list(
         Example.objects.filter(study=study, task=Task.REALISM).order_by("pair__source_study_id", "report_type")
     )

@@ -48,6 +48,9 @@ DEMO_USERS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("reader3", (Role.READER,), Subspecialty.ABDOMEN_PELVIS),
     ("reader4", (Role.READER,), Subspecialty.NEURORADIOLOGY),
     ("reader5", (Role.READER,), Subspecialty.GENERAL),
+    # Six readers: with the versions of a pair kept apart, a pair's Task 1 reads take four, and a
+    # third read of each version needs one more reader who has read neither.
+    ("reader6", (Role.READER,), Subspecialty.CARDIOTHORACIC),
     ("adjudicator", (Role.ADJUDICATOR,), Subspecialty.CARDIOTHORACIC),
     ("coordinator", (Role.COORDINATOR,), None),
     ("datamanager", (Role.DATA_MANAGER,), None),
