@@ -1,5 +1,6 @@
 """Random submissions, voids, adjudications and new people; the protocol's invariants after every step."""
 
+import contextlib
 import uuid
 from collections import Counter
 
@@ -18,21 +19,35 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
+    ReaderQueue,
     Role,
+    StudyMember,
+    Task,
 )
-from annotation.services import add_study_member
+from annotation.services import QueueRefused, add_study_member, reassign_assignment, withdraw_assignment
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-from consensus.services import AlreadySubmitted, submit_adjudication, submit_annotation, void_annotation
+from consensus.services import (
+    AlreadySubmitted,
+    show_assignment,
+    submit_adjudication,
+    submit_annotation,
+    void_annotation,
+)
 from tests.factories import make_reading_study, make_user
 
 
 class RoutingMachine(RuleBasedStateMachine):
+    keep_versions_apart = False
+    readers = 3
+
     def __init__(self) -> None:
         super().__init__()
         # Each run works in a savepoint that is rolled back in teardown().
         self._atomic = transaction.atomic()
         self._atomic.__enter__()
-        self.study, _, _ = make_reading_study(pairs=2, readers=3, adjudicators=0, keep_versions_apart=False)
+        self.study, _, _ = make_reading_study(
+            pairs=2, readers=self.readers, adjudicators=0, keep_versions_apart=self.keep_versions_apart
+        )
         self.coordinator = make_user(Role.COORDINATOR)
 
     def teardown(self) -> None:
@@ -103,6 +118,29 @@ class RoutingMachine(RuleBasedStateMachine):
             form_token=uuid.uuid4(),
         )
 
+    @precondition(lambda self: bool(self._open_assignments()))
+    @rule(data=st.data())
+    def show(self, data: st.DataObject) -> None:
+        assignment = data.draw(st.sampled_from(self._open_assignments()))
+        show_assignment(Assignment.objects.select_related("example__study").get(pk=assignment.pk))
+
+    @precondition(lambda self: bool(self._open_assignments()))
+    @rule(data=st.data())
+    def withdraw(self, data: st.DataObject) -> None:
+        assignment = data.draw(st.sampled_from(self._open_assignments()))
+        withdraw_assignment(assignment.public_id, actor=self.coordinator)
+
+    @precondition(lambda self: bool(self._open_assignments()))
+    @rule(data=st.data())
+    def reassign(self, data: st.DataObject) -> None:
+        assignment = data.draw(st.sampled_from(self._open_assignments()))
+        members = list(
+            StudyMember.objects.filter(study=self.study, role=MemberRole.READER).select_related("user").order_by("pk")
+        )
+        reader = data.draw(st.sampled_from(members)).user
+        with contextlib.suppress(QueueRefused):  # a refusal changes nothing; the invariants check that too
+            reassign_assignment(assignment.public_id, reader, actor=self.coordinator)
+
     @rule()
     def add_reader(self) -> None:
         reader = make_user(Role.READER)
@@ -116,12 +154,36 @@ class RoutingMachine(RuleBasedStateMachine):
     # --- invariants -------------------------------------------------------------------
 
     @invariant()
+    def the_queue_counters_match_the_assignments(self) -> None:
+        counted = {
+            (q.reader_id, q.task): (q.open_count, q.rated_count) for q in ReaderQueue.objects.filter(study=self.study)
+        }
+        actual: Counter = Counter()
+        for reader_id, task, status in Assignment.objects.filter(study=self.study).values_list(
+            "reader_id", "task", "status"
+        ):
+            actual[(reader_id, task, status)] += 1
+        for key in {(r, t) for r, t, _ in actual} | set(counted):
+            opened = actual[(*key, AssignmentStatus.OPEN)]
+            rated = actual[(*key, AssignmentStatus.DONE)] + actual[(*key, AssignmentStatus.VOIDED)]
+            assert counted.get(key, (0, 0)) == (opened, rated), key
+
+    @invariant()
+    def no_reader_holds_both_versions_of_a_pair_when_kept_apart(self) -> None:
+        if not self.keep_versions_apart:
+            return
+        seen = Counter(
+            Assignment.objects.filter(study=self.study, task=Task.REALISM).values_list("reader_id", "example__pair_id")
+        )
+        assert all(n == 1 for n in seen.values()), seen
+
+    @invariant()
     def every_example_follows_the_protocol(self) -> None:
         for example in Example.objects.filter(study=self.study).prefetch_related(
             "assignments", "annotations", "adjudications"
         ):
             assignments = list(example.assignments.all())
-            active = [a for a in assignments if a.status != AssignmentStatus.VOIDED]
+            active = [a for a in assignments if a.status in (AssignmentStatus.OPEN, AssignmentStatus.DONE)]
             valid = [a for a in example.annotations.all() if a.voided_at is None]
             adjudications = [a for a in example.adjudications.all() if a.status != AdjudicationStatus.VOIDED]
             consensus = ConsensusLabel.objects.filter(example=example).first()
@@ -168,14 +230,30 @@ class RoutingMachine(RuleBasedStateMachine):
                 assert consensus.n_annotations == len(ratings)
 
 
-RoutingMachine.TestCase.settings = settings(
+class KeptApartRoutingMachine(RoutingMachine):
+    """The same, in a study that keeps the two Task 1 versions of a pair apart (four readers: a
+    third read of a version finds nobody eligible until a reader is added)."""
+
+    keep_versions_apart = True
+    readers = 4
+
+
+MACHINE_SETTINGS = settings(
     max_examples=25,
     stateful_step_count=30,
     deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+RoutingMachine.TestCase.settings = MACHINE_SETTINGS
+KeptApartRoutingMachine.TestCase.settings = MACHINE_SETTINGS
 
 
 @pytest.mark.django_db
 def test_routing_keeps_the_protocol_under_random_operations() -> None:
     RoutingMachine.TestCase("runTest").runTest()
+
+
+@pytest.mark.django_db
+def test_routing_keeps_versions_apart_under_random_operations() -> None:
+    KeptApartRoutingMachine.TestCase("runTest").runTest()
