@@ -351,7 +351,8 @@ def create_routed_assignment(example: Example, reader: AbstractBaseUser, slot: i
         .first()
     )
     if first_open is not None and first_open + 1 < QUEUE_ORDER_END:
-        draw = first_open + 1 + draw % (QUEUE_ORDER_END - first_open - 1)
+        # Scaled, not reduced modulo the span: a modulo would favour the span's lower part.
+        draw = first_open + 1 + draw * (QUEUE_ORDER_END - first_open - 1) // QUEUE_ORDER_END
     return Assignment.objects.create(example=example, reader=reader, slot=slot, queue_order=draw)
 
 
