@@ -465,7 +465,7 @@ class Assignment(models.Model):
             models.Index(fields=["reader", "study", "task", "status", "queue_order"], name="assignment_reader_queue"),
             # A reader's next item, in any study or in one: the first entry of this index.
             models.Index(
-                fields=["reader", "task", "study", "queue_order"],
+                fields=["reader", "task", "study", "queue_order", "id"],
                 condition=Q(status="open"),
                 name="assignment_open_queue",
             ),

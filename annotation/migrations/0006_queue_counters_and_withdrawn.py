@@ -54,7 +54,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='assignment',
-            index=models.Index(condition=models.Q(('status', 'open')), fields=['reader', 'task', 'study', 'queue_order'], name='assignment_open_queue'),
+            index=models.Index(condition=models.Q(('status', 'open')), fields=['reader', 'task', 'study', 'queue_order', 'id'], name='assignment_open_queue'),
         ),
         migrations.AddConstraint(
             model_name='assignment',

@@ -1,0 +1,103 @@
+"""A reader's request reads a bounded number of rows, whatever the length of their queue.
+
+PostgreSQL counts, per transaction, the rows each table scan returned (pg_stat_xact_user_tables:
+sequential scans' rows read plus the rows fetched through indexes, index-only scans that visit
+the heap included). A test runs in one transaction, so the difference around a request is
+what that request read.
+"""
+
+from collections import Counter
+
+import pytest
+from django.db import connection
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from annotation.models import Assignment, AssignmentStatus, Example, Rating, Task
+from tests.factories import make_reading_study, rate
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+JSON = "application/json"
+
+
+def _rows_read() -> Counter:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname, seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables")
+        return Counter(dict(cursor.fetchall()))
+
+
+# The tables that grow with queues and studies' work. Others (users, roles, permissions, studies)
+# grow with the people and studies in the database, never with a queue's length.
+WORK_TABLES = (
+    "annotation_assignment",
+    "annotation_annotation",
+    "annotation_example",
+    "annotation_candidatepair",
+    "annotation_readerqueue",
+    "annotation_auditevent",
+    "consensus_adjudication",
+    "consensus_consensuslabel",
+)
+
+
+def _measure(call) -> tuple[object, int]:
+    before = _rows_read()
+    result = call()
+    after = _rows_read()
+    after.subtract(before)
+    return result, sum(after[table] for table in WORK_TABLES)
+
+
+def _requests(pairs: int) -> dict[str, int]:
+    """Rows read by each reader request, for a reader whose queues hold about 2 * pairs items."""
+    _, (reader, other, *_), _ = make_reading_study(pairs=pairs, readers=3, keep_versions_apart=False)
+    # Half of each queue already rated: rated rows are what a count over the queue would walk.
+    for assignment in (
+        Assignment.objects.filter(reader=reader)
+        .select_related("example__study")
+        .order_by("task", "queue_order")[:pairs]
+    ):
+        rate(assignment, Rating.REALISTIC if assignment.task == Task.REALISM else Rating.EQUIVALENT, "")
+    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+    client.get("/api/reading/progress/")  # warm the token and role look-ups' caches
+    rows = {}
+
+    response, rows["next"] = _measure(lambda: client.get(f"/api/reading/next/?task={Task.REALISM}"))
+    item = response.json()
+    body = {"rating": Rating.REALISTIC, "rationale": "", "form_token": item["form_token"]}
+    response, rows["submit"] = _measure(
+        lambda: client.post(f"/api/reading/{item['id']}/rating/", body, content_type=JSON)
+    )
+    assert response.status_code == 201
+
+    # A second read that disagrees with the first: the submit routes a third read.
+    disputed = (
+        Example.objects.filter(task=Task.REALISM, assignments__reader=reader, assignments__status=AssignmentStatus.OPEN)
+        .filter(assignments__reader=other)
+        .first()
+    )
+    rate(disputed.assignments.get(reader=other), Rating.MAJOR_ISSUES, "Odd.")
+    mine = disputed.assignments.get(reader=reader)
+    item = client.get(f"/api/reading/{mine.public_id}/").json()
+    body = {"rating": Rating.REALISTIC, "rationale": "", "form_token": item["form_token"]}
+    response, rows["submit routing a third read"] = _measure(
+        lambda: client.post(f"/api/reading/{mine.public_id}/rating/", body, content_type=JSON)
+    )
+    assert response.status_code == 201
+    disputed.refresh_from_db()
+    assert disputed.assignments.filter(slot=3).exists()
+
+    session = Client()
+    session.force_login(reader)
+    session.get("/read/")
+    following = Assignment.objects.filter(reader=reader, status=AssignmentStatus.OPEN).first()
+    _, rows["page"] = _measure(lambda: session.get(f"/read/a/{following.public_id}/"))
+    _, rows["progress"] = _measure(lambda: client.get("/api/reading/progress/"))
+    return rows
+
+
+def test_a_reader_request_reads_the_same_rows_at_any_queue_length():
+    short, long = _requests(pairs=3), _requests(pairs=60)
+
+    assert short == long, (short, long)
+    assert max(long.values()) <= 30, long
