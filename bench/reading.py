@@ -122,6 +122,34 @@ def setup_django(env: dict[str, str]) -> None:
     django.setup()
 
 
+# The tables that grow with a study's work; the figure below is what they give per request.
+WORK_TABLES = (
+    "annotation_assignment",
+    "annotation_annotation",
+    "annotation_example",
+    "annotation_candidatepair",
+    "annotation_readerqueue",
+    "annotation_auditevent",
+    "consensus_adjudication",
+    "consensus_consensuslabel",
+)
+
+
+def work_rows_read() -> int:
+    """Rows PostgreSQL's scans have returned from the work tables since the server started (all backends)."""
+    from django.db import connection
+
+    time.sleep(1.5)  # backends flush their table statistics about once a second
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0) FROM pg_stat_user_tables "
+            "WHERE relname = ANY(%s)",
+            [list(WORK_TABLES)],
+        )
+        return int(cursor.fetchone()[0])
+
+
 def reader_tokens(slug: str) -> list[str]:
     from rest_framework.authtoken.models import Token
 
@@ -470,7 +498,9 @@ def main(argv: list[str] | None = None) -> int:
         floor_args = [(port, ids, n, think) for n in clients]
         floor, floor_elapsed = phase("floor", floor_client, floor_args, args.duration, args.max_requests, stop)
         reader_args = [(port, tokens[n], 100 + n, think) for n in clients]
+        rows_before = work_rows_read()
         readers, readers_elapsed = phase("readers", reader_client, reader_args, args.duration, args.max_requests, stop)
+        rows_after = work_rows_read()
     except KeyboardInterrupt:
         stop.set()
         print("\nInterrupted: stopping gunicorn.", file=sys.stderr)
@@ -486,6 +516,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     floor_p99 = rows[0]["p99"]
     print_table(rows, floor_p99)
+    reader_requests = rows[1]["requests"] + rows[2]["requests"]
+    if reader_requests:
+        print(
+            f"Rows read from the work tables per reader request (next or submit): "
+            f"{(rows_after - rows_before) / reader_requests:.1f} ({rows_after - rows_before} rows, "
+            f"{reader_requests} requests)"
+        )
     for message in floor.error_samples + readers.error_samples:
         print(f"   error: {message}")
     for what, count in readers.other.items():
