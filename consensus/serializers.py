@@ -81,6 +81,7 @@ class ExampleSummarySerializer(serializers.Serializer):
 
 class UnroutedExampleSerializer(ExampleSummarySerializer):
     ratings = serializers.IntegerField(source="n_ratings", help_text="Ratings that are not voided.")
+    reason = serializers.CharField(source="unrouted_reason", help_text="Why nobody eligible was available.")
 
 
 def _username(user) -> str | None:

@@ -99,3 +99,17 @@ def test_it_404s_for_an_unknown_study(client, coordinator):
     client.force_login(coordinator)
 
     assert client.get(reverse("study_unrouted", args=["nope"])).status_code == 404
+
+
+def test_it_says_why_nobody_was_eligible(client, coordinator):
+    # Kept apart with four readers: the alternative's third read has no reader left.
+    study, _, _ = make_reading_study(pairs=1, readers=4, adjudicators=0)
+    alternative = Example.objects.get(study=study, task=Task.REALISM, report_type="alternative")
+    rate_open_reads(alternative, Rating.REALISTIC, Rating.MAJOR_ISSUES)
+    client.force_login(coordinator)
+
+    html = client.get(_url(study)).content.decode()
+    (row,) = client.get(f"/api/studies/{study.slug}/unrouted/").json()
+
+    assert "has read (or been given) the other version of its pair" in html
+    assert row["reason"].startswith("Every active reader who has not read this example has read")
