@@ -26,12 +26,11 @@ def test_a_reader_rates_with_the_keyboard_and_the_next_item_swaps_in(
     page: Page, console: ConsoleWatch, queue_reader: AbstractBaseUser
 ) -> None:
     first, second, *_ = queue(queue_reader)
-    total = len(queue(queue_reader))
     log_in(page, queue_reader)
 
     open_queue(page)
     expect(page).to_have_url(at_path(reading_path(first)))
-    expect(page.locator(".position")).to_have_text(f"Item 1 of {total}")
+    expect(page.locator(".position")).to_have_text("Item 1")
     page.evaluate("window.__marker = 1")
 
     page.keyboard.press("2")
@@ -43,7 +42,7 @@ def test_a_reader_rates_with_the_keyboard_and_the_next_item_swaps_in(
     page.keyboard.press("Control+Enter")
 
     expect(page).to_have_url(at_path(reading_path(second)))
-    expect(page.locator(".position")).to_have_text(f"Item 2 of {total}")
+    expect(page.locator(".position")).to_have_text("Item 2")
     expect(page.locator("#reading")).to_have_attribute("data-item", str(second.public_id))
     assert page.evaluate("window.__marker") == 1, "the page was reloaded instead of swapped"
     # The next item starts clean (no draft of the previous one) and is wired up like the first.
@@ -135,7 +134,7 @@ def test_a_second_tab_is_told_the_item_was_already_rated(
 
     page.keyboard.press("1")
     page.locator(SUBMIT).click()
-    expect(page.locator(".position")).to_have_text(re.compile(r"^Item 2 of"))
+    expect(page.locator(".position")).to_have_text("Item 2")
     other_tab.keyboard.press("3")
     other_tab.locator("#rationale").fill("Looks machine-written.")
     other_tab.locator(SUBMIT).click()
