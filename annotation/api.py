@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from annotation import serializers
+from annotation.conflicts import hidden_pair_ids, mark_hidden
 from annotation.importing import ImportRejected
 from annotation.models import Assignment, AssignmentStatus, CandidatePair, Dataset, Study, Task, Verdict
 from annotation.permissions import IsCoordinator, IsReader
@@ -103,14 +104,14 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     )
     @action(detail=True, methods=["get"])
     def pairs(self, request: Request, slug: str | None = None) -> Response:
-        """The study's candidate pairs, paginated."""
+        """The study's candidate pairs, paginated. A pair you still have to rate is masked: {"hidden": true, ...}."""
         study = self.get_object()
         pairs = CandidatePair.objects.filter(study=study).select_related("dataset", "variation")
         if verdict := request.query_params.get("verdict"):
             pairs = pairs.filter(verdict=verdict)
         if (sampled := request.query_params.get("sampled")) is not None:
             pairs = pairs.filter(sampled=sampled.lower() in ("1", "true", "yes"))
-        page = self.paginate_queryset(pairs)
+        page = mark_hidden(self.paginate_queryset(pairs), hidden_pair_ids(request.user, study), "pk")
         return self.get_paginated_response(serializers.CandidatePairSerializer(page, many=True).data)
 
 

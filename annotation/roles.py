@@ -1,5 +1,8 @@
 """Roles are Django groups, each granting one permission; a user may hold several."""
 
+from collections.abc import Iterable
+
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
 from django.db.models import Q
 
@@ -71,3 +74,50 @@ def grant_role(user: AbstractBaseUser, role: str, *, subspecialty: str | None = 
     # Permissions are cached per user object.
     for cache in ("_perm_cache", "_group_perm_cache", "_user_perm_cache", ROLE_CACHE):
         user.__dict__.pop(cache, None)
+
+
+# Roles that see unblinded data of every study: a coordinator the coordinator pages (readers'
+# names and ratings, which report is the original), a data manager the releases (every rating,
+# the consensus and the report types, also before a study is finished).
+UNBLINDED_ROLES: dict[str, str] = {
+    Role.COORDINATOR: "coordinators see every study's readers, their ratings and which report is the original",
+    Role.DATA_MANAGER: "data managers download releases with every rating, the consensus and the report types",
+}
+
+
+def enrolment_warning(username: str, roles: Iterable[str]) -> str:
+    """The conflict-of-interest warning for enrolling this person as a reader or adjudicator of a
+    study, given the roles they hold (user_roles() or roles_by_user()); "" when there is none."""
+    held = [role for role in UNBLINDED_ROLES if role in roles]
+    if not held:
+        return ""
+    labels = " and the ".join(Role(role).label for role in held)
+    why = "; ".join(UNBLINDED_ROLES[role] for role in held)
+    return (
+        f"Conflict of interest: {username} also holds the {labels} role ({why}). "
+        "The pairs they still have to rate are hidden from their coordinator pages until they have rated them, "
+        "but what they saw of a pair before it reached their queue cannot be unseen. "
+        "Prefer a reader who holds neither role."
+    )
+
+
+def roles_by_user(users: Iterable[AbstractBaseUser]) -> dict[int, frozenset[str]]:
+    """The roles each user holds, as user_roles() would say, for many users in two queries."""
+    users = list(users)
+    codenames = {codename.split(".")[1]: role for role, codename in ROLE_PERMISSIONS.items()}
+    held: dict[int, set[str]] = {user.pk: set() for user in users}
+    ids = [user.pk for user in users if user.is_active and not user.is_superuser]
+    user_model = get_user_model()
+    permissions = {"content_type__app_label": "annotation", "codename__in": codenames}
+    through_groups = user_model.groups.through.objects.filter(
+        user_id__in=ids, **{f"group__permissions__{key}": value for key, value in permissions.items()}
+    ).values_list("user_id", "group__permissions__codename")
+    through_direct = user_model.user_permissions.through.objects.filter(
+        user_id__in=ids, **{f"permission__{key}": value for key, value in permissions.items()}
+    ).values_list("user_id", "permission__codename")
+    for user_id, codename in [*through_groups.order_by(), *through_direct.order_by()]:
+        held[user_id].add(codenames[codename])
+    for user in users:
+        if user.is_active and user.is_superuser:
+            held[user.pk] = set(ROLE_PERMISSIONS)
+    return {user_id: frozenset(roles) for user_id, roles in held.items()}

@@ -1,6 +1,24 @@
 from rest_framework import serializers
 
+from annotation.conflicts import ROW_HIDDEN
 from annotation.models import CandidatePair, Dataset, Rating, Study
+
+
+class MaskedRowSerializer(serializers.Serializer):
+    """A list row that is masked when its pair is hidden from the caller (row.hidden, set by
+    annotation.conflicts.mark_hidden): then it is only {"hidden": true, "detail": ...}."""
+
+    hidden = serializers.SerializerMethodField(
+        help_text="True: you still have to rate this row's pair; the row has no other field than detail."
+    )
+
+    def get_hidden(self, row: object) -> bool:
+        return getattr(row, "hidden", False)
+
+    def to_representation(self, instance: object) -> dict:
+        if getattr(instance, "hidden", False):
+            return {"hidden": True, "detail": ROW_HIDDEN}
+        return super().to_representation(instance)
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -40,7 +58,7 @@ class DatasetSerializer(serializers.ModelSerializer):
         fields = ["key", "name", "study_id_prefix", "numeric_study_ids"]
 
 
-class CandidatePairSerializer(serializers.ModelSerializer):
+class CandidatePairSerializer(MaskedRowSerializer, serializers.ModelSerializer):
     id = serializers.UUIDField(source="public_id", read_only=True)
     dataset = serializers.CharField(source="dataset.key")
     study_id = serializers.CharField(source="source_study_id")
@@ -62,6 +80,7 @@ class CandidatePairSerializer(serializers.ModelSerializer):
             "original_impression",
             "alternative_findings",
             "alternative_impression",
+            "hidden",
         ]
 
 

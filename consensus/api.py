@@ -1,6 +1,8 @@
 """The coordinator's API: the same questions and changes as the coordinator's pages.
 
 Refusals by the protocol or the study's settings answer 409 {"detail": ...}; bad input 400.
+A coordinator who still has to rate a pair is answered 403 {"detail": ...} about it, and gets its
+rows masked in lists (annotation.conflicts).
 """
 
 import uuid
@@ -9,12 +11,15 @@ from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.models import Annotation, Assignment, Study, StudyMember
+from annotation.conflicts import PAIR_HIDDEN, is_hidden_from
+from annotation.models import Annotation, Assignment, Example, Study, StudyMember
 from annotation.permissions import IsCoordinator
+from annotation.roles import enrolment_warning, user_roles
 from annotation.serializers import DetailSerializer
 from annotation.services import (
     QueueRefused,
@@ -28,6 +33,7 @@ from consensus import progress, serializers
 from consensus.services import NotFound, SubmissionRefused, void_annotation
 
 REFUSED = OpenApiResponse(DetailSerializer, description="Refused by the protocol or the study's settings.")
+HIDDEN = OpenApiResponse(DetailSerializer, description="You still have to rate this pair: its details are hidden.")
 TAGS = ["coordination"]
 
 
@@ -37,6 +43,11 @@ def _conflict(refused: Exception) -> Response:
 
 class CoordinatorView(APIView):
     permission_classes = [IsCoordinator]
+
+    def check_not_hidden(self, request: Request, example: Example) -> None:
+        """403 if the example's pair is hidden from the caller: they still have to rate it."""
+        if is_hidden_from(request.user, example.pair_id):
+            raise PermissionDenied(PAIR_HIDDEN)
 
 
 class StudyProgressView(CoordinatorView):
@@ -60,15 +71,17 @@ class StudyUnroutedView(CoordinatorView):
     def get(self, request: Request, slug: str) -> Response:
         """Examples that need a reader, a third reader or an adjudicator, and found nobody eligible."""
         study = get_object_or_404(Study, slug=slug)
-        return Response(serializers.UnroutedExampleSerializer(progress.unrouted_examples(study), many=True).data)
+        examples = progress.unrouted_examples(study, request.user)
+        return Response(serializers.UnroutedExampleSerializer(examples, many=True).data)
 
 
 class ExampleDetailView(CoordinatorView):
-    @extend_schema(tags=TAGS, responses=serializers.ExampleDetailSerializer)
+    @extend_schema(tags=TAGS, responses={200: serializers.ExampleDetailSerializer, 403: HIDDEN})
     def get(self, request: Request, slug: str, example_id: uuid.UUID) -> Response:
         """One example: texts, assignments, every rating (voided included), adjudication, consensus, audit trail."""
         study = get_object_or_404(Study, slug=slug)
         example = get_object_or_404(progress.study_examples(study), public_id=example_id)
+        self.check_not_hidden(request, example)
         return Response(serializers.ExampleDetailSerializer(progress.example_detail(example)).data)
 
 
@@ -78,7 +91,7 @@ class ReaderDetailView(CoordinatorView):
         """One member of the study: assignments, adjudications and the audit events that concern them."""
         study = get_object_or_404(Study, slug=slug)
         user = get_object_or_404(progress.study_members(study), **{get_user_model().USERNAME_FIELD: username})
-        return Response(serializers.ReaderDetailSerializer(progress.reader_detail(study, user)).data)
+        return Response(serializers.ReaderDetailSerializer(progress.reader_detail(study, user, request.user)).data)
 
 
 class StudyAssignView(CoordinatorView):
@@ -119,6 +132,7 @@ class StudyMembersView(CoordinatorView):
         except QueueRefused as refused:
             return _conflict(refused)
         code = status.HTTP_200_OK if existed else status.HTTP_201_CREATED
+        member.warning = enrolment_warning(user.get_username(), user_roles(user))
         return Response(serializers.MemberSerializer(member).data, status=code)
 
 
@@ -126,13 +140,14 @@ class StudyAssignmentsView(CoordinatorView):
     @extend_schema(
         tags=TAGS,
         request=serializers.ManualAssignRequestSerializer,
-        responses={201: serializers.AssignmentRecordSerializer, 409: REFUSED},
+        responses={201: serializers.AssignmentRecordSerializer, 403: HIDDEN, 409: REFUSED},
     )
     def post(self, request: Request, slug: str) -> Response:
         """Assign one example of the study to one of its readers by hand."""
         study = get_object_or_404(Study, slug=slug)
         form = serializers.ManualAssignRequestSerializer(data=request.data, context={"study": study})
         form.is_valid(raise_exception=True)
+        self.check_not_hidden(request, form.validated_data["example"])
         try:
             assignment = assign_example(
                 form.validated_data["example"].public_id, form.validated_data["reader"], actor=request.user
@@ -143,14 +158,17 @@ class StudyAssignmentsView(CoordinatorView):
 
 
 def _get_assignment(assignment_id: uuid.UUID) -> Assignment:
-    return get_object_or_404(Assignment, public_id=assignment_id)
+    return get_object_or_404(Assignment.objects.select_related("example"), public_id=assignment_id)
 
 
 class AssignmentWithdrawView(CoordinatorView):
-    @extend_schema(tags=TAGS, request=None, responses={200: serializers.WithdrawResultSerializer, 409: REFUSED})
+    @extend_schema(
+        tags=TAGS, request=None, responses={200: serializers.WithdrawResultSerializer, 403: HIDDEN, 409: REFUSED}
+    )
     def post(self, request: Request, assignment_id: uuid.UUID) -> Response:
         """Take an unrated assignment out of its reader's queue (the audit trail keeps it)."""
         assignment = _get_assignment(assignment_id)
+        self.check_not_hidden(request, assignment.example)
         try:
             example = withdraw_assignment(assignment.public_id, actor=request.user)
         except QueueRefused as refused:
@@ -163,11 +181,12 @@ class AssignmentReassignView(CoordinatorView):
     @extend_schema(
         tags=TAGS,
         request=serializers.ReaderRequestSerializer,
-        responses={200: serializers.AssignmentRecordSerializer, 409: REFUSED},
+        responses={200: serializers.AssignmentRecordSerializer, 403: HIDDEN, 409: REFUSED},
     )
     def post(self, request: Request, assignment_id: uuid.UUID) -> Response:
         """Move an unrated assignment to another reader; answers the new assignment."""
         assignment = _get_assignment(assignment_id)
+        self.check_not_hidden(request, assignment.example)
         form = serializers.ReaderRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
@@ -181,11 +200,12 @@ class AnnotationVoidView(CoordinatorView):
     @extend_schema(
         tags=TAGS,
         request=serializers.VoidRequestSerializer,
-        responses={200: serializers.AnnotationRecordSerializer, 409: REFUSED},
+        responses={200: serializers.AnnotationRecordSerializer, 403: HIDDEN, 409: REFUSED},
     )
     def post(self, request: Request, annotation_id: uuid.UUID) -> Response:
         """Void a rating with a reason: the example re-opens and is routed again."""
-        annotation = get_object_or_404(Annotation, public_id=annotation_id)
+        annotation = get_object_or_404(Annotation.objects.select_related("example"), public_id=annotation_id)
+        self.check_not_hidden(request, annotation.example)
         form = serializers.VoidRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:

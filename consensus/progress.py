@@ -5,7 +5,9 @@ study (the tests hold the pages and the API to it): counts are aggregated in the
 one grouped query, related rows come with select_related. Nothing here writes.
 
 Coordinators are not blinded: these results name readers and say which report is the original.
-Never show them to readers or adjudicators.
+Never show them to readers or adjudicators. A coordinator who also reads in the study gets the
+rows of the pairs they still have to rate masked (annotation.conflicts): the lists that name a
+pair take the viewer and set row.hidden.
 """
 
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 from django.db.models import Count, Q, QuerySet
 
+from annotation.conflicts import hidden_pair_ids, mark_hidden
 from annotation.models import (
     ACTIVE_ASSIGNMENT,
     Annotation,
@@ -29,6 +32,7 @@ from annotation.models import (
     StudyMember,
     Task,
 )
+from annotation.roles import enrolment_warning, roles_by_user, user_roles
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel
 
 TASK_ORDER = list(Task.values)
@@ -153,6 +157,7 @@ class MemberWorkload:
     voided: int = 0
     adjudications_open: int = 0
     adjudications_done: int = 0
+    warning: str = ""
 
     @property
     def username(self) -> str:
@@ -183,7 +188,8 @@ def study_workload(study: Study) -> list[MemberWorkload]:
     """Every member of the study with open and rated work per task, voided ratings and adjudications.
 
     initial_reads counts active reads in slots 1 and 2: what the member's cap (max_assignments)
-    limits. Three queries.
+    limits; warning is the conflict-of-interest warning of a member who also coordinates or
+    manages data. Five queries.
     """
     members = (
         StudyMember.objects.filter(study=study)
@@ -203,6 +209,9 @@ def study_workload(study: Study) -> list[MemberWorkload]:
         (row.roles if member.active else row.inactive_roles).append(member.role)
         if member.role == MemberRole.READER:
             row.max_assignments = member.max_assignments
+    roles = roles_by_user(row.user for row in rows.values())
+    for user_id, row in rows.items():
+        row.warning = enrolment_warning(row.username, roles[user_id])
 
     assignments = (
         Assignment.objects.filter(example__study=study, reader_id__in=list(rows))
@@ -272,10 +281,11 @@ def waiting_for(example: Example) -> str:
     return WaitingFor.READER
 
 
-def unrouted_examples(study: Study) -> list[Example]:
+def unrouted_examples(study: Study, viewer: AbstractBaseUser) -> list[Example]:
     """Examples that need a third reader, an adjudicator or a reader and found nobody eligible.
 
-    Each carries n_ratings (ratings not voided) and waiting_for (a WaitingFor). One query.
+    Each carries n_ratings (ratings not voided), waiting_for (a WaitingFor) and hidden (its pair
+    is hidden from viewer). Two queries.
     """
     examples = list(
         Example.objects.filter(study=study, unrouted=True)
@@ -285,7 +295,7 @@ def unrouted_examples(study: Study) -> list[Example]:
     )
     for example in examples:
         example.waiting_for = waiting_for(example)
-    return examples
+    return mark_hidden(examples, hidden_pair_ids(viewer, study), "pair_id")
 
 
 # --- One example ------------------------------------------------------------------------------------
@@ -363,6 +373,7 @@ class ReaderDetail:
     assignments: list[Assignment]
     adjudications: list[Adjudication]
     history: list[AuditEvent]
+    warning: str = ""
 
     @property
     def subspecialty(self) -> str:
@@ -378,11 +389,13 @@ def study_members(study: Study) -> QuerySet:
     )
 
 
-def reader_detail(study: Study, user: AbstractBaseUser) -> ReaderDetail:
+def reader_detail(study: Study, user: AbstractBaseUser, viewer: AbstractBaseUser) -> ReaderDetail:
     """One member's memberships, assignments and adjudications in the study, and the audit events
-    that concern them (subject = them, whoever the actor). Four queries."""
+    that concern them (subject = them, whoever the actor). Assignments, adjudications and events
+    of pairs hidden from viewer are marked hidden; warning is the member's conflict-of-interest
+    warning. Six queries."""
     examples = ("example__pair__dataset", "example__pair__variation")
-    return ReaderDetail(
+    detail = ReaderDetail(
         user=user,
         memberships=list(StudyMember.objects.filter(study=study, user=user).order_by("role")),
         assignments=list(
@@ -400,4 +413,9 @@ def reader_detail(study: Study, user: AbstractBaseUser) -> ReaderDetail:
             .select_related("actor", "subject", "example")
             .order_by("created_at", "pk")
         ),
+        warning=enrolment_warning(user.get_username(), user_roles(user)),
     )
+    hidden = hidden_pair_ids(viewer, study)
+    for rows in (detail.assignments, detail.adjudications, detail.history):
+        mark_hidden(rows, hidden)
+    return detail

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotation.models import Assignment, AuditEvent, Example, MemberRole, Study, Task
+from annotation.serializers import MaskedRowSerializer
 from consensus.progress import WaitingFor, waiting_for
 
 # --- Read ---------------------------------------------------------------------------------------
@@ -58,6 +59,9 @@ class MemberWorkloadSerializer(serializers.Serializer):
     voided = serializers.IntegerField(help_text="Ratings a coordinator voided.")
     adjudications_open = serializers.IntegerField()
     adjudications_done = serializers.IntegerField()
+    warning = serializers.CharField(
+        help_text="Conflict of interest: the member also holds the Coordinator or Data manager role; empty if not."
+    )
     open = serializers.IntegerField()
     done = serializers.IntegerField()
     percent_done = serializers.IntegerField()
@@ -79,7 +83,7 @@ class ExampleSummarySerializer(serializers.Serializer):
         return waiting_for(example)
 
 
-class UnroutedExampleSerializer(ExampleSummarySerializer):
+class UnroutedExampleSerializer(MaskedRowSerializer, ExampleSummarySerializer):
     ratings = serializers.IntegerField(source="n_ratings", help_text="Ratings that are not voided.")
     reason = serializers.CharField(source="unrouted_reason", help_text="Why nobody eligible was available.")
 
@@ -133,7 +137,7 @@ class ConsensusRecordSerializer(serializers.Serializer):
     decided_at = serializers.DateTimeField()
 
 
-class AuditEventSerializer(serializers.Serializer):
+class AuditEventSerializer(MaskedRowSerializer):
     created_at = serializers.DateTimeField()
     action = serializers.CharField()
     action_label = serializers.CharField(source="get_action_display")
@@ -183,7 +187,7 @@ class MembershipSerializer(serializers.Serializer):
     max_assignments = serializers.IntegerField(allow_null=True)
 
 
-class ReaderAssignmentSerializer(AssignmentRecordSerializer):
+class ReaderAssignmentSerializer(MaskedRowSerializer, AssignmentRecordSerializer):
     example = ExampleSummarySerializer()
     rating = serializers.SerializerMethodField(help_text="The rating given, if any (also when voided).")
 
@@ -192,7 +196,7 @@ class ReaderAssignmentSerializer(AssignmentRecordSerializer):
         return annotation.rating if annotation is not None else None
 
 
-class ReaderAdjudicationSerializer(AdjudicationRecordSerializer):
+class ReaderAdjudicationSerializer(MaskedRowSerializer, AdjudicationRecordSerializer):
     example = ExampleSummarySerializer()
 
 
@@ -204,6 +208,7 @@ class ReaderDetailSerializer(serializers.Serializer):
     assignments = ReaderAssignmentSerializer(many=True)
     adjudications = ReaderAdjudicationSerializer(many=True)
     history = AuditEventSerializer(many=True, help_text="Audit events concerning this person, oldest first.")
+    warning = serializers.CharField(help_text="Conflict of interest: also a coordinator or data manager; or empty.")
 
 
 # --- Write --------------------------------------------------------------------------------------
@@ -252,6 +257,9 @@ class MemberSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=MemberRole.choices)
     active = serializers.BooleanField()
     max_assignments = serializers.IntegerField(allow_null=True)
+    warning = serializers.CharField(
+        default="", help_text="Conflict of interest: the user also holds the Coordinator or Data manager role."
+    )
 
 
 class ManualAssignRequestSerializer(serializers.Serializer):

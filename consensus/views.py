@@ -1,6 +1,8 @@
 """The coordinator's pages: progress, people and their workload, unrouted examples, one example, one reader.
 
 Coordinators are not blinded: these pages name readers and say which report is the original.
+A coordinator who also reads in the study is refused the pages of the pairs they still have to
+rate, and sees those pairs' rows masked in lists (annotation.conflicts).
 """
 
 import uuid
@@ -10,8 +12,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
+from annotation.conflicts import PAIR_HIDDEN, is_hidden_from
 from annotation.decorators import role_required
 from annotation.models import Annotation, Assignment, Example, Role, Study
+from annotation.roles import enrolment_warning, user_roles
 from annotation.services import (
     QueueRefused,
     add_study_member,
@@ -40,9 +44,8 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR)
 def study_unrouted(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
-    return render(
-        request, "consensus/study_unrouted.html", {"study": study, "examples": progress.unrouted_examples(study)}
-    )
+    examples = progress.unrouted_examples(study, request.user)
+    return render(request, "consensus/study_unrouted.html", {"study": study, "examples": examples})
 
 
 # --- Members and their workload ------------------------------------------------------------------
@@ -89,7 +92,12 @@ def study_add_member(request: HttpRequest, slug: str) -> HttpResponse:
     except QueueRefused as refused:
         context = {"member_form": form, "member_refusal": str(refused)}
         return _render_readers(request, study, "member-panel", context, status=UNPROCESSABLE)
-    context = {"member_form": AddMemberForm(), "member_added": member, "workload": progress.study_workload(study)}
+    context = {
+        "member_form": AddMemberForm(),
+        "member_added": member,
+        "member_warning": enrolment_warning(member.user.get_username(), user_roles(member.user)),
+        "workload": progress.study_workload(study),
+    }
     return _render_readers(request, study, "member-panel", context, status=200)
 
 
@@ -113,9 +121,8 @@ def study_assign(request: HttpRequest, slug: str) -> HttpResponse:
 def reader_detail(request: HttpRequest, slug: str, username: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     user = get_object_or_404(progress.study_members(study), **{get_user_model().USERNAME_FIELD: username})
-    return render(
-        request, "consensus/reader_detail.html", {"study": study, "detail": progress.reader_detail(study, user)}
-    )
+    detail = progress.reader_detail(study, user, request.user)
+    return render(request, "consensus/reader_detail.html", {"study": study, "detail": detail})
 
 
 # --- One example and the coordinator's changes to it --------------------------------------------
@@ -123,6 +130,13 @@ def reader_detail(request: HttpRequest, slug: str, username: str) -> HttpRespons
 
 def _get_example(study: Study, example_id: uuid.UUID) -> Example:
     return get_object_or_404(progress.study_examples(study), public_id=example_id)
+
+
+def _hidden(request: HttpRequest, study: Study, example: Example) -> HttpResponse | None:
+    """A 403 page if the example's pair is hidden from the user (they still have to rate it), else None."""
+    if not is_hidden_from(request.user, example.pair_id):
+        return None
+    return render(request, "consensus/pair_hidden.html", {"study": study, "message": PAIR_HIDDEN}, status=403)
 
 
 def _example_context(study: Study, example: Example, **extra) -> dict:
@@ -155,6 +169,8 @@ def _refused(
 def example_detail(request: HttpRequest, slug: str, example_id: uuid.UUID) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     example = _get_example(study, example_id)
+    if refused := _hidden(request, study, example):
+        return refused
     return render(request, "consensus/example_detail.html", _example_context(study, example))
 
 
@@ -163,6 +179,8 @@ def example_detail(request: HttpRequest, slug: str, example_id: uuid.UUID) -> Ht
 def example_assign(request: HttpRequest, slug: str, example_id: uuid.UUID) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     example = _get_example(study, example_id)
+    if refused := _hidden(request, study, example):
+        return refused
     form = ReaderForm(request.POST, study=study)
     if not form.is_valid():
         return _refused(request, study, example, "assign", first_error(form), assign_form=form)
@@ -185,6 +203,8 @@ def _get_assignment(study: Study, assignment_id: uuid.UUID) -> Assignment:
 def assignment_withdraw(request: HttpRequest, slug: str, assignment_id: uuid.UUID) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     assignment = _get_assignment(study, assignment_id)
+    if refused := _hidden(request, study, assignment.example):
+        return refused
     try:
         withdraw_assignment(assignment.public_id, actor=request.user)
     except QueueRefused as refused:
@@ -198,6 +218,8 @@ def assignment_withdraw(request: HttpRequest, slug: str, assignment_id: uuid.UUI
 def assignment_reassign(request: HttpRequest, slug: str, assignment_id: uuid.UUID) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     assignment = _get_assignment(study, assignment_id)
+    if refused := _hidden(request, study, assignment.example):
+        return refused
     form = ReaderForm(request.POST, study=study)
     if not form.is_valid():
         return _refused(request, study, assignment.example, assignment.public_id, first_error(form))
@@ -217,6 +239,8 @@ def annotation_void(request: HttpRequest, slug: str, annotation_id: uuid.UUID) -
     annotation = get_object_or_404(
         Annotation.objects.select_related("reader", "example"), public_id=annotation_id, example__study=study
     )
+    if refused := _hidden(request, study, annotation.example):
+        return refused
     form = VoidForm(request.POST)
     if not form.is_valid():
         return _refused(request, study, annotation.example, annotation.public_id, first_error(form))

@@ -348,7 +348,13 @@ def test_members_enrols_then_updates(api_client, coordinator):
     updated = _post(api_client, path, {"username": newcomer.username, "role": "reader"})
 
     assert created.status_code == 201
-    assert created.json() == {"username": newcomer.username, "role": "reader", "active": True, "max_assignments": 3}
+    assert created.json() == {
+        "username": newcomer.username,
+        "role": "reader",
+        "active": True,
+        "max_assignments": 3,
+        "warning": "",
+    }
     assert updated.status_code == 200
     assert updated.json()["max_assignments"] is None
     actions = list(AuditEvent.objects.filter(subject=newcomer).values_list("action", flat=True))

@@ -35,3 +35,53 @@ def test_submitting_and_routing_do_not_grow_with_the_study():
     small, large = _measure(2), _measure(30)
     assert small == large
     assert max(large.values()) <= 25, large
+
+
+# --- Lists masked for a coordinator who also reads: one more query, not one per row --------------
+
+
+def _conflicted_study(pairs: int):
+    """A study whose examples are all unrouted, read by four readers and `both` (coordinator and reader)."""
+    from annotation.models import MemberRole, Role, StudyMember
+    from annotation.services import assign_readers
+    from tests.factories import make_user
+
+    study, readers, _ = make_reading_study(pairs=pairs, readers=4, assign=False)
+    both = make_user(Role.COORDINATOR, Role.READER)
+    StudyMember.objects.create(study=study, user=both, role=MemberRole.READER)
+    assign_readers(study, actor=both)
+    Example.objects.filter(study=study).update(unrouted=True)
+    return study, both, readers
+
+
+def _masked_lists(client, pairs: int) -> tuple[dict[str, int], int]:
+    from django.urls import reverse
+
+    study, both, readers = _conflicted_study(pairs)
+    client.force_login(both)
+    paths = {
+        "unrouted page": reverse("study_unrouted", args=[study.slug]),
+        "unrouted API": f"/api/studies/{study.slug}/unrouted/",
+        "own reader page": reverse("reader_detail", args=[study.slug, both.username]),
+        "other reader page": reverse("reader_detail", args=[study.slug, readers[0].username]),
+        "reader API": f"/api/studies/{study.slug}/readers/{readers[0].username}/",
+        "pairs API": f"/api/studies/{study.slug}/pairs/",
+        "readers page": reverse("study_readers", args=[study.slug]),
+        "workload API": f"/api/studies/{study.slug}/workload/",
+    }
+    counts = {}
+    for name, path in paths.items():
+        client.get(path)
+        counts[name] = _queries(lambda path=path: client.get(path))
+    masked = sum(
+        row == {"hidden": True, "detail": "hidden: you are reading this pair"}
+        for row in client.get(paths["unrouted API"]).json()
+    )
+    return counts, masked
+
+
+def test_masked_lists_do_not_grow_with_the_rows(client):
+    (small, _), (large, masked) = _masked_lists(client, 2), _masked_lists(client, 12)
+
+    assert small == large
+    assert 0 < masked < 36  # some rows masked, some shown

@@ -27,7 +27,7 @@ from annotation.models import (
     Subspecialty,
     Task,
 )
-from annotation.roles import grant_role
+from annotation.roles import enrolment_warning, grant_role, user_roles
 from annotation.services import add_study_member, assign_readers, import_pairs, sample_pairs
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import NotFound, show_adjudication, show_assignment, submit_adjudication, submit_annotation
@@ -124,6 +124,8 @@ class Command(BaseCommand):
                 user = User.objects.get(username=username)
                 if not StudyMember.objects.filter(study=study, user=user, role=role, active=True).exists():
                     add_study_member(study, user, role, actor=coordinator)
+                    if warning := enrolment_warning(username, user_roles(user)):
+                        self.stderr.write(self.style.WARNING(warning))
         if Example.objects.filter(study=study, state=ExampleState.WAITING).exists():
             assign_readers(study, actor=coordinator)
         with transaction.atomic():
