@@ -1,6 +1,8 @@
 """Exactly-once routing under real concurrency: threads with their own PostgreSQL connections.
 
-SQLite serializes every writing transaction, so these run on PostgreSQL only.
+SQLite serializes every writing transaction, so these run on PostgreSQL only, and only there does
+removing the example's row lock (consensus.services.lock_example) make them fail: that is right,
+and it is why CI runs the whole suite on PostgreSQL as well as on SQLite (.ci/run).
 """
 
 import threading

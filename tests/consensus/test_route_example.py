@@ -2,6 +2,7 @@ import uuid
 
 import pytest
 
+from annotation import queues
 from annotation.models import (
     Assignment,
     AssignmentStatus,
@@ -11,12 +12,13 @@ from annotation.models import (
     ExampleState,
     MemberRole,
     Rating,
+    ReaderQueue,
     Role,
     Task,
 )
 from annotation.services import add_study_member
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-from consensus.services import submit_adjudication
+from consensus.services import submit_adjudication, tiebreak
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -66,21 +68,26 @@ def test_a_disagreement_brings_exactly_one_third_reader(db):
 
 
 def test_the_third_reader_is_the_least_loaded_eligible_one(db):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    # Load is what the readers' queue counters say: open items in the study. The eligible readers
+    # are loaded so that the least loaded one is the one the seeded tie-break would rank last,
+    # so a routing that ignored the load would choose someone else.
+    study, readers, _ = make_reading_study(pairs=1, readers=5, keep_versions_apart=False)
     example = _task1_example(study)
     first, second = _initial(example)
-    sibling_readers = set(
-        Assignment.objects.filter(example__pair=example.pair, example__task=Task.REALISM)
-        .exclude(example=example)
-        .values_list("reader_id", flat=True)
-    )
+    eligible = [r for r in readers if r.pk not in (first.reader_id, second.reader_id)]
+    by_tiebreak = sorted(eligible, key=lambda r: tiebreak(study.seed, "route", example.public_id, r.pk))
+    for extra, reader in zip((20, 10, 0), by_tiebreak, strict=True):
+        queues.count(reader.pk, study.pk, Task.EQUIVALENCE, opened=extra)
+    loads = {
+        r.pk: sum(ReaderQueue.objects.filter(reader=r, study=study).values_list("open_count", flat=True))
+        for r in eligible
+    }
+    assert loads[by_tiebreak[-1].pk] < min(loads[r.pk] for r in by_tiebreak[:-1])
+
     rate(first, REALISTIC, "")
     rate(second, MAJOR)
-    third = _third(Example.objects.get(pk=example.pk))
-    # Versions are kept apart where possible: the one reader who has neither version gets it.
-    others = {r.pk for r in readers} - {first.reader_id, second.reader_id} - sibling_readers
-    assert others, "the fixture should leave one reader free"
-    assert third.reader_id in others
+
+    assert _third(Example.objects.get(pk=example.pk)).reader == by_tiebreak[-1]
 
 
 def test_a_majority_of_three_is_the_consensus(db):

@@ -80,3 +80,19 @@ def test_showing_is_one_update_and_nothing_once_shown():
     with CaptureQueriesContext(connection) as captured:
         show_assignment(assignment)
     assert len(captured) == 0
+
+
+def test_a_third_reader_gets_a_coin_of_their_own_not_a_fixed_order_nor_the_first_readers():
+    # Over many pairs the third reader sees the original as Report A about half the time, and
+    # their order matches the first reader's about half the time: a fresh draw per presentation.
+    study = make_study()
+    third_reader = make_user(Role.READER)
+    orders, same_as_first = [], []
+    for first, _second in _initial_reads(study, 60):
+        first = show_assignment(_loaded(first))
+        third = show_assignment(_loaded(make_assignment(first.example, third_reader, slot=3)))
+        orders.append(third.report_a_type)
+        same_as_first.append(third.report_a_type == first.report_a_type)
+
+    assert 15 <= orders.count(ReportType.ORIGINAL) <= 45, orders
+    assert 15 <= sum(same_as_first) <= 45, same_as_first
