@@ -198,9 +198,11 @@ SECURE_CSP = {
 }
 
 REST_FRAMEWORK = {
+    # Token first: DRF takes the first class's WWW-Authenticate challenge ("Token"), so a request
+    # without credentials or with a bad token is a 401, not a 403. Sessions still work, with CSRF.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     # Default deny: every endpoint names the role it serves.
     "DEFAULT_PERMISSION_CLASSES": ["annotation.permissions.DenyAll"],
