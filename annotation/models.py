@@ -6,6 +6,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
 from django.urls import reverse
 
 
@@ -66,6 +68,13 @@ TASK_RATINGS: dict[str, tuple[str, ...]] = {
 }
 # The one label of each task that needs no rationale.
 RATINGS_WITHOUT_RATIONALE = (Rating.REALISTIC, Rating.EQUIVALENT)
+# A rationale says what the reader found: a few sentences, never a document.
+RATIONALE_MAX_LENGTH = 10_000
+
+
+def rationale_fits() -> LessThanOrEqual:
+    """A check-constraint condition: the row's rationale is at most RATIONALE_MAX_LENGTH characters."""
+    return LessThanOrEqual(Length("rationale"), RATIONALE_MAX_LENGTH)
 
 
 def rating_fits_task() -> Q:
@@ -500,6 +509,7 @@ class Annotation(models.Model):
             models.CheckConstraint(
                 condition=Q(voided_at__isnull=True) | ~Q(void_reason=""), name="annotation_void_has_reason"
             ),
+            models.CheckConstraint(condition=rationale_fits(), name="annotation_rationale_max_length"),
         ]
 
     def __str__(self) -> str:

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from annotation.models import CandidatePair, Dataset, Rating, Study
+from annotation.models import RATIONALE_MAX_LENGTH, CandidatePair, Dataset, Rating, Study
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -161,7 +161,13 @@ class ReadingItemSerializer(serializers.Serializer):
 
 class RatingRequestSerializer(serializers.Serializer):
     rating = serializers.ChoiceField(choices=Rating.choices)
-    rationale = serializers.CharField(allow_blank=True, required=False, default="")
+    rationale = serializers.CharField(
+        allow_blank=True,
+        required=False,
+        default="",
+        max_length=RATIONALE_MAX_LENGTH,
+        error_messages={"max_length": f"The rationale is longer than {RATIONALE_MAX_LENGTH:,} characters. Shorten it."},
+    )
     form_token = serializers.UUIDField()
 
 
