@@ -27,6 +27,7 @@ from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,
     NotFound,
+    NotShownYet,
     SubmissionRefused,
     show_adjudication,
     show_assignment,
@@ -206,7 +207,14 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
             rating=form.cleaned_data["rating"],
             rationale=form.cleaned_data["rationale"],
             form_token=form.cleaned_data["form_token"],
+            # As in the API: a rating of an item the page never showed has no time on task.
+            require_shown=True,
         )
+    except NotShownYet:
+        # This answer shows the item, so its time on task starts now; the reader rates it again.
+        show_assignment(assignment)
+        form.add_error(None, "This item had not been opened, so the rating was not stored. Read it and rate it again.")
+        return render(request, panel, _reading_context(request, assignment, form), status=UNPROCESSABLE)
     except AlreadySubmitted:
         assignment = _own_assignment(request, assignment.public_id)
         context = _reading_context(request, assignment, notice="This example was already rated (in another tab?).")
