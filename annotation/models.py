@@ -144,6 +144,13 @@ class Dataset(models.Model):
 
 
 class StudyQuerySet(models.QuerySet):
+    def of_reader(self, user) -> "StudyQuerySet":
+        """The studies the user reads in: enrolled (in any role, active or not) or given work."""
+        return self.filter(
+            models.Exists(StudyMember.objects.filter(study=models.OuterRef("pk"), user=user))
+            | models.Exists(Assignment.objects.filter(study=models.OuterRef("pk"), reader=user))
+        )
+
     def create_with_taxonomy(
         self, *, slug: str, name: str = "", taxonomy: tuple[tuple[str, str, str], ...] = DEFAULT_TAXONOMY
     ) -> "Study":

@@ -172,7 +172,8 @@ def reader_home(request: HttpRequest) -> HttpResponse:
 
 @role_required(Role.READER)
 def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
-    study = get_object_or_404(Study, slug=slug)
+    # A study the reader has no part in is a 404, exactly like one that does not exist.
+    study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
     if task not in Task.values:
         raise Http404
     assignment = next_assignment(request.user, task=task, study_id=study.pk)
