@@ -51,12 +51,6 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     return defaults.bad_request(request, exception)
 
 
-def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if _is_api(request):
-        return JsonResponse({"detail": "You do not have permission to perform this action."}, status=403)
-    return defaults.permission_denied(request, exception)
-
-
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _is_api(request):
         return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)

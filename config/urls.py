@@ -73,6 +73,5 @@ urlpatterns = [
 
 # Under /api/ Django's own error pages answer JSON too (an unknown URL, a refused body, a crash).
 handler400 = "annotation.api_errors.bad_request"
-handler403 = "annotation.api_errors.permission_denied"
 handler404 = "annotation.api_errors.page_not_found"
 handler500 = "annotation.api_errors.server_error"

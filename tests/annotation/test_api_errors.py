@@ -72,6 +72,12 @@ def test_an_unknown_page_outside_the_api_is_still_an_html_404(superuser_client):
     assert response["Content-Type"].startswith("text/html")
 
 
+def test_a_request_django_refuses_before_the_api_is_a_json_400(db):
+    response = Client(HTTP_HOST="not-allowed.example").get("/api/studies/")
+
+    _assert_json_detail(response, 400)
+
+
 def test_a_server_error_under_the_api_is_json():
     response = server_error(RequestFactory().get("/api/studies/"))
 
