@@ -7,7 +7,7 @@ from django.test import Client, RequestFactory, override_settings
 from rest_framework.authtoken.models import Token
 
 from annotation.api_errors import server_error
-from annotation.models import Annotation, AuditEvent, CandidatePair, Role, Study
+from annotation.models import Annotation, AuditEvent, CandidatePair, Role, Study, StudyMember
 from annotation.parsers import MAX_JSON_DEPTH, json_depth
 from tests.annotation.test_api_permissions import ENDPOINTS
 from tests.factories import make_pair, make_study, make_user
@@ -172,3 +172,17 @@ def test_a_token_client_gets_the_json_413_too(db):
     response = client.post("/api/studies/s1/sample/", {"per_variation": 1, "x": "y" * 2000}, "application/json")
 
     _assert_json_detail(response, 413)
+
+
+@pytest.mark.parametrize("role", [Role.READER, Role.COORDINATOR])
+def test_a_session_post_nested_too_deep_is_a_400_before_the_csrf_and_role_checks(db, role):
+    # The CSRF check reads the body, for any logged-in session, before the role is checked.
+    make_study("s1")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user(role))
+    client.get("/accounts/login/")  # the CSRF cookie; the check then looks for the token in the body
+
+    response = client.post("/api/studies/s1/members/", _nested(50_000), content_type="application/json")
+
+    assert "nested more than" in _assert_json_detail(response, 400)["detail"]
+    assert not StudyMember.objects.exists()
