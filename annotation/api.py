@@ -6,7 +6,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound as NotFoundError
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -15,6 +15,7 @@ from annotation import serializers
 from annotation.conflicts import hidden_pair_ids, mark_hidden
 from annotation.importing import ImportRejected
 from annotation.models import Assignment, AssignmentStatus, CandidatePair, Dataset, Study, Task, Verdict
+from annotation.parsers import BoundedJSONParser
 from annotation.permissions import IsCoordinator, IsReader
 from annotation.reading import next_assignment, queue_position, reader_queues, reading_item
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
@@ -72,7 +73,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         request=serializers.SampleRequestSerializer,
         responses={200: serializers.SampleResultSerializer, 409: serializers.DetailSerializer},
     )
-    @action(detail=True, methods=["post"], parser_classes=[JSONParser, FormParser, MultiPartParser])
+    @action(detail=True, methods=["post"], parser_classes=[BoundedJSONParser, FormParser, MultiPartParser])
     def sample(self, request: Request, slug: str | None = None) -> Response:
         """Draw the study sample: N accepted pairs per (dataset, variation), reproducible from the seed."""
         study = self.get_object()

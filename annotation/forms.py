@@ -1,6 +1,6 @@
 from django import forms
 
-from annotation.models import TASK_RATINGS, Dataset, Rating, Study
+from annotation.models import RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Rating, Study
 
 
 class StudyForm(forms.ModelForm):
@@ -41,7 +41,15 @@ class RatingForm(forms.Form):
     """A reader's (or adjudicator's) rating. The service checks it again, with the same rules."""
 
     rating = forms.ChoiceField(widget=forms.RadioSelect, error_messages={"required": "Choose a rating."})
-    rationale = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}))
+    rationale = forms.CharField(
+        required=False,
+        max_length=RATIONALE_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        error_messages={
+            "max_length": f"The rationale is %(show_value)d characters long; the limit is {RATIONALE_MAX_LENGTH:,}. "
+            "Shorten it."
+        },
+    )
     form_token = forms.UUIDField(widget=forms.HiddenInput)
 
     def __init__(self, *args, task: str, **kwargs) -> None:

@@ -199,6 +199,15 @@ def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
                 )
             )
             continue
+        except RecursionError:
+            # Lists or objects nested thousands deep exhaust the decoder's stack.
+            problems.append(
+                ImportProblem(
+                    "Nested too deeply to read. Each line must be one flat JSON object whose values are strings.",
+                    line=number,
+                )
+            )
+            continue
         if not isinstance(obj, dict):
             problems.append(ImportProblem("Each line must be one JSON object ({...}).", line=number))
             continue

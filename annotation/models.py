@@ -6,6 +6,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
 from django.urls import reverse
 
 from annotation import queues
@@ -68,6 +70,13 @@ TASK_RATINGS: dict[str, tuple[str, ...]] = {
 }
 # The one label of each task that needs no rationale.
 RATINGS_WITHOUT_RATIONALE = (Rating.REALISTIC, Rating.EQUIVALENT)
+# A rationale says what the reader found: a few sentences, never a document.
+RATIONALE_MAX_LENGTH = 10_000
+
+
+def rationale_fits() -> LessThanOrEqual:
+    """A check-constraint condition: the row's rationale is at most RATIONALE_MAX_LENGTH characters."""
+    return LessThanOrEqual(Length("rationale"), RATIONALE_MAX_LENGTH)
 
 
 def rating_fits_task() -> Q:
@@ -137,6 +146,13 @@ class Dataset(models.Model):
 
 
 class StudyQuerySet(models.QuerySet):
+    def of_reader(self, user) -> "StudyQuerySet":
+        """The studies the user reads in: enrolled (in any role, active or not) or given work."""
+        return self.filter(
+            models.Exists(StudyMember.objects.filter(study=models.OuterRef("pk"), user=user))
+            | models.Exists(Assignment.objects.filter(study=models.OuterRef("pk"), reader=user))
+        )
+
     def create_with_taxonomy(
         self, *, slug: str, name: str = "", taxonomy: tuple[tuple[str, str, str], ...] = DEFAULT_TAXONOMY
     ) -> "Study":
@@ -560,6 +576,7 @@ class Annotation(models.Model):
             models.CheckConstraint(
                 condition=Q(voided_at__isnull=True) | ~Q(void_reason=""), name="annotation_void_has_reason"
             ),
+            models.CheckConstraint(condition=rationale_fits(), name="annotation_rationale_max_length"),
         ]
 
     def __str__(self) -> str:

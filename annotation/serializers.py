@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from annotation.conflicts import ROW_HIDDEN
-from annotation.models import CandidatePair, Dataset, Rating, Study
+from annotation.models import RATIONALE_MAX_LENGTH, CandidatePair, Dataset, Rating, Study
 
 
 class MaskedRowSerializer(serializers.Serializer):
@@ -183,7 +183,13 @@ class ReadingItemSerializer(serializers.Serializer):
 
 class RatingRequestSerializer(serializers.Serializer):
     rating = serializers.ChoiceField(choices=Rating.choices)
-    rationale = serializers.CharField(allow_blank=True, required=False, default="")
+    rationale = serializers.CharField(
+        allow_blank=True,
+        required=False,
+        default="",
+        max_length=RATIONALE_MAX_LENGTH,
+        error_messages={"max_length": f"The rationale is longer than {RATIONALE_MAX_LENGTH:,} characters. Shorten it."},
+    )
     form_token = serializers.UUIDField()
 
 

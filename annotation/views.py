@@ -27,6 +27,7 @@ from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,
     NotFound,
+    NotShownYet,
     SubmissionRefused,
     show_adjudication,
     show_assignment,
@@ -173,7 +174,8 @@ def reader_home(request: HttpRequest) -> HttpResponse:
 
 @role_required(Role.READER)
 def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
-    study = get_object_or_404(Study, slug=slug)
+    # A study the reader has no part in is a 404, exactly like one that does not exist.
+    study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
     if task not in Task.values:
         raise Http404
     assignment = next_assignment(request.user, task=task, study_id=study.pk)
@@ -212,7 +214,14 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
             rating=form.cleaned_data["rating"],
             rationale=form.cleaned_data["rationale"],
             form_token=form.cleaned_data["form_token"],
+            # As in the API: a rating of an item the page never showed has no time on task.
+            require_shown=True,
         )
+    except NotShownYet:
+        # This answer shows the item, so its time on task starts now; the reader rates it again.
+        show_assignment(assignment)
+        form.add_error(None, "This item had not been opened, so the rating was not stored. Read it and rate it again.")
+        return render(request, panel, _reading_context(request, assignment, form), status=UNPROCESSABLE)
     except AlreadySubmitted:
         assignment = _own_assignment(request, assignment.public_id)
         context = _reading_context(request, assignment, notice="This example was already rated (in another tab?).")

@@ -198,15 +198,24 @@ SECURE_CSP = {
 }
 
 REST_FRAMEWORK = {
+    # Token first: DRF takes the first class's WWW-Authenticate challenge ("Token"), so a request
+    # without credentials or with a bad token is a 401, not a 403. Sessions still work, with CSRF.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     # Default deny: every endpoint names the role it serves.
     "DEFAULT_PERMISSION_CLASSES": ["annotation.permissions.DenyAll"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
+    # JSON nested too deep is a 400, an oversized body a 413: see annotation/parsers.py and api_errors.py.
+    "DEFAULT_PARSER_CLASSES": [
+        "annotation.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "EXCEPTION_HANDLER": "annotation.api_errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

@@ -8,7 +8,10 @@ from annotation import api as annotation_api
 from consensus import api as consensus_api
 from exports import api as exports_api
 
+# No format suffixes (/api/studies.json): every route answers JSON, and a suffixed URL is a 404
+# like any other unknown one. ?format=json still picks the renderer.
 router = DefaultRouter()
+router.include_format_suffixes = False
 router.register("studies", annotation_api.StudyViewSet, basename="study")
 router.register("datasets", annotation_api.DatasetViewSet, basename="dataset")
 router.register("reading", annotation_api.ReadingViewSet, basename="reading")
@@ -67,3 +70,8 @@ urlpatterns = [
     path("", include("exports.urls")),
     path("", include("annotation.urls")),
 ]
+
+# Under /api/ Django's own error pages answer JSON too (an unknown URL, a refused body, a crash).
+handler400 = "annotation.api_errors.bad_request"
+handler404 = "annotation.api_errors.page_not_found"
+handler500 = "annotation.api_errors.server_error"

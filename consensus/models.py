@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.models import Example, Rating, ReportType, Task, rating_fits_task
+from annotation.models import Example, Rating, ReportType, Task, rating_fits_task, rationale_fits
 
 
 class AdjudicationStatus(models.TextChoices):
@@ -56,6 +56,7 @@ class Adjudication(models.Model):
             models.CheckConstraint(
                 condition=~Q(status=AdjudicationStatus.DONE) | ~Q(rationale=""), name="adjudication_has_rationale"
             ),
+            models.CheckConstraint(condition=rationale_fits(), name="adjudication_rationale_max_length"),
         ]
 
     def __str__(self) -> str:

@@ -22,6 +22,7 @@ from django.utils import timezone
 from annotation import queues
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
+    RATIONALE_MAX_LENGTH,
     TASK_RATINGS,
     THIRD_READ_SLOT,
     Annotation,
@@ -91,6 +92,11 @@ def validate_rating(task: str, rating: str, rationale: str, *, rationale_always_
         labels = ", ".join(Rating(r).label for r in TASK_RATINGS[task])
         raise SubmissionRefused(f"Choose one of: {labels}.", field="rating")
     rationale = rationale.strip()
+    if len(rationale) > RATIONALE_MAX_LENGTH:
+        raise SubmissionRefused(
+            f"The rationale is {len(rationale):,} characters long; the limit is {RATIONALE_MAX_LENGTH:,}. Shorten it.",
+            field="rationale",
+        )
     if not rationale and (rationale_always_required or rating not in RATINGS_WITHOUT_RATIONALE):
         raise SubmissionRefused(
             f"A rationale is required for {Rating(rating).label}: say what you found.", field="rationale"

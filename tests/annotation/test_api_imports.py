@@ -170,17 +170,16 @@ def test_it_denies_readers_with_a_token(client, reader, study):
 
 
 def test_it_denies_anonymous_users(client, study):
-    # Session authentication comes first and sends no WWW-Authenticate challenge, so DRF
-    # answers 403 rather than 401.
     response = _post(client, study, csv_bytes([csv_row()]))
-    assert response.status_code == 403
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
     assert response.json() == {"detail": "Authentication credentials were not provided."}
     assert not CandidatePair.objects.exists()
 
 
 def test_it_denies_an_invalid_token(client, study):
     response = _post(client, study, csv_bytes([csv_row()]), headers={"Authorization": "Token not-a-token"})
-    assert response.status_code == 403
+    assert response.status_code == 401
     assert response.json() == {"detail": "Invalid token."}
     assert not CandidatePair.objects.exists()
 

@@ -155,10 +155,15 @@ def test_the_permission_matrix_holds(client, api_study, endpoint, kind):
 
     if kind in endpoint.allowed:
         assert response.status_code == endpoint.status, response.content
-    else:
-        # Session authentication comes first and sends no WWW-Authenticate challenge, so DRF
-        # answers 403 (never 401) to anonymous requests too.
+    elif kind in LOGGED_IN:
         assert response.status_code == 403, response.content
+        assert _state() == before
+    else:
+        # Not logged in: 401 with the token challenge, so a client knows to authenticate.
+        assert response.status_code == 401, response.content
+        assert response["WWW-Authenticate"] == "Token"
+        if endpoint.url_name != "api_docs":  # the docs are an HTML page; the schema answers YAML
+            assert "html" not in response["Content-Type"]
         assert _state() == before
 
 
@@ -207,16 +212,40 @@ def test_it_refuses_a_readers_token(api_study):
     assert not CandidatePair.objects.filter(sampled=True).exists()
 
 
-def test_it_refuses_an_inactive_coordinators_token(api_study):
+def test_it_refuses_an_inactive_coordinators_token_with_a_401(api_study):
     client = _token_client(make_user(Role.COORDINATOR, is_active=False))
 
-    assert client.get("/api/studies/").status_code == 403
+    response = client.get("/api/studies/")
+
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
 
 
-def test_it_refuses_an_unknown_token(api_study):
-    client = Client(HTTP_AUTHORIZATION="Token " + "0" * 40)
+@pytest.mark.parametrize("header", ["Token " + "0" * 40, "Token", "Token a b", "Bearer xyz"])
+def test_it_refuses_a_bad_token_with_a_401_and_writes_nothing(api_study, header):
+    client = Client(HTTP_AUTHORIZATION=header)
 
-    assert client.get("/api/studies/").status_code == 403
+    assert client.get("/api/studies/").status_code == 401
+    response = client.post("/api/studies/", {"slug": "bad-token", "name": "X"}, content_type="application/json")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
+    assert "detail" in response.json()
+    assert not Study.objects.filter(slug="bad-token").exists()
+
+
+def test_a_session_still_works_with_a_csrf_token(api_study):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user(Role.COORDINATOR))
+    client.get("/accounts/login/")  # sets the CSRF cookie
+
+    response = client.post(
+        "/api/studies/",
+        {"slug": "with-csrf", "name": "With CSRF"},
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value,
+    )
+
+    assert response.status_code == 201, response.content
 
 
 def test_it_requires_a_csrf_token_for_session_posts(api_study):

@@ -463,6 +463,18 @@ def test_it_rejects_a_jsonl_line_that_is_not_an_object(study, line):
 
 
 @pytest.mark.parametrize(
+    "line",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"dataset": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_001],
+    ids=["list", "object"],
+)
+def test_it_rejects_a_jsonl_line_nested_too_deep_naming_the_line(study, line):
+    data = jsonl_bytes([csv_row()]) + line + b"\n" + jsonl_bytes([csv_row()])
+    problem = _only(_rejected(study, data, filename="pairs.jsonl"))
+    assert problem.line == 2
+    assert problem.message.startswith("Nested too deeply to read.")
+
+
+@pytest.mark.parametrize(
     ("field", "value", "type_name"),
     [
         ("verdict", True, "bool"),

@@ -8,7 +8,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import Assignment, Rating, ReportType, Role, Task
+from annotation.models import Assignment, MemberRole, Rating, ReportType, Role, StudyMember, Task
 from annotation.roles import grant_role
 from consensus.models import Adjudication, AdjudicationStatus
 from tests.factories import make_assignment, make_example, make_pair, make_reading_study, make_study, make_user, rate
@@ -102,6 +102,53 @@ def test_a_finished_queue_sends_the_reader_home_with_a_message(client, queues, s
 def test_continue_refuses_an_unknown_task_or_study(client, queues, study):
     assert client.get(f"/read/{study.slug}/ranking/next/").status_code == 404
     assert client.get("/read/no-such-study/realism/next/").status_code == 404
+
+
+def test_a_study_that_is_not_the_readers_answers_like_one_that_does_not_exist(client, queues, study):
+    other = make_study("someone-elses")
+    make_user(Role.READER)  # the other study has readers of its own, not this one
+
+    existing = client.get(reverse("reading_next", args=[other.slug, Task.REALISM]))
+    missing = client.get(reverse("reading_next", args=["no-such-study", Task.REALISM]))
+
+    assert existing.status_code == missing.status_code == 404
+    assert existing.content == missing.content
+    # Another task or study id in the URL: still the same 404.
+    assert client.get(f"/read/{other.slug}/ranking/next/").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/studies/{slug}/",
+        "/studies/{slug}/progress/",
+        "/studies/{slug}/readers/",
+        "/studies/{slug}/releases/",
+        "/studies/{slug}/examples/6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b/",
+        "/api/studies/{slug}/progress/",
+        "/api/studies/{slug}/releases/",
+        "/api/reading/next/?task=realism&study={slug}",
+    ],
+)
+def test_no_url_tells_a_reader_which_studies_exist(client, queues, url):
+    make_study("someone-elses")
+
+    existing = client.get(url.format(slug="someone-elses"))
+    missing = client.get(url.format(slug="no-such-study"))
+
+    assert existing.status_code == missing.status_code
+    assert existing.content == missing.content
+
+
+def test_an_enrolled_reader_with_nothing_assigned_yet_is_sent_home(client, reader):
+    study = make_study("enrolled")
+    StudyMember.objects.create(study=study, user=reader, role=MemberRole.READER)
+    client.force_login(reader)
+
+    response = client.get(reverse("reading_next", args=[study.slug, Task.REALISM]))
+
+    assert response.status_code == 302
+    assert response["Location"] == reverse("reader_home")
 
 
 def test_a_reader_with_nothing_assigned_is_told_so(client, reader):

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Annotation, Assignment, AssignmentStatus, Rating, ReportType, Role, Task
+from annotation.models import Annotation, Assignment, AssignmentStatus, AuditEvent, Rating, ReportType, Role, Task
 from annotation.reading import RATING_DEFINITIONS
 from tests.factories import make_assignment, make_example, make_pair, make_reading_study, make_study, make_user, rate
 
@@ -146,6 +146,7 @@ def test_an_htmx_post_swaps_in_the_next_item(client, queue):
 def test_the_last_htmx_post_says_the_queue_is_finished(client, queue):
     for assignment in queue[:2]:
         rate(assignment, Rating.REALISTIC, "")
+    client.get(_url(queue[2]))
 
     response = client.post(_url(queue[2]), _rating(), HTTP_HX_REQUEST="true")
 
@@ -158,6 +159,8 @@ def test_the_last_htmx_post_says_the_queue_is_finished(client, queue):
 
 
 def test_a_post_without_htmx_redirects_to_the_next_item(client, queue):
+    client.get(_url(queue[0]))
+
     response = client.post(_url(queue[0]), _rating())
 
     assert response.status_code == 302
@@ -168,6 +171,7 @@ def test_a_post_without_htmx_redirects_to_the_next_item(client, queue):
 def test_the_last_post_without_htmx_redirects_home(client, queue):
     for assignment in queue[:2]:
         rate(assignment, Rating.REALISTIC, "")
+    client.get(_url(queue[2]))
 
     response = client.post(_url(queue[2]), _rating())
 
@@ -177,6 +181,7 @@ def test_the_last_post_without_htmx_redirects_home(client, queue):
 
 def test_the_same_form_sent_twice_stores_one_rating(client, queue):
     data = _rating(Rating.MINOR_ISSUES, "Odd word order.")
+    client.get(_url(queue[0]))
 
     first = client.post(_url(queue[0]), data, HTTP_HX_REQUEST="true")
     second = client.post(_url(queue[0]), data, HTTP_HX_REQUEST="true")
@@ -211,6 +216,7 @@ def test_an_invalid_label_is_refused_and_the_rationale_kept(client, queue, heade
 @pytest.mark.parametrize("rationale", ["", "   \n "])
 def test_a_missing_rationale_is_refused(client, queue, headers, rationale):
     token = uuid.uuid4()
+    client.get(_url(queue[0]))
 
     response = client.post(_url(queue[0]), _rating(Rating.MAJOR_ISSUES, rationale, token), **headers)
 
@@ -222,6 +228,26 @@ def test_a_missing_rationale_is_refused(client, queue, headers, rationale):
     assert re.search(rf'value="{Rating.MAJOR_ISSUES}"[^>]*checked', html)
     assert f'value="{token}"' in html  # the same form, so a retry is still one submission
     assert not Annotation.objects.exists()
+
+
+@pytest.mark.parametrize("headers", [{}, {"HTTP_HX_REQUEST": "true"}], ids=["page", "htmx"])
+def test_a_rating_of_an_item_never_shown_is_refused_and_the_item_shown(client, queue, headers):
+    events = AuditEvent.objects.count()
+
+    response = client.post(_url(queue[0]), _rating(Rating.MINOR_ISSUES, "Typed blind."), **headers)
+
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "This item had not been opened, so the rating was not stored." in html
+    assert "Original findings 0." in html
+    assert ">Typed blind.</textarea>" in html
+    assert not Annotation.objects.exists()
+    assert AuditEvent.objects.count() == events
+    queue[0].refresh_from_db()
+    assert queue[0].status == AssignmentStatus.OPEN
+    assert queue[0].first_shown_at is not None  # the answer showed it: now it can be rated
+    assert client.post(_url(queue[0]), _rating(), **headers).status_code in (200, 302)
+    assert Annotation.objects.get().assignment == queue[0]
 
 
 def test_an_already_rated_item_is_a_409_shown_read_only(client, queue):

@@ -65,7 +65,7 @@ def test_the_permission_matrix_holds(client, kind, django_capture_on_commit_call
     expected = (
         {"list": 200, "create": 202, "detail": 200, "download": 200}
         if kind in ALLOWED
-        else dict.fromkeys(responses, 403)
+        else dict.fromkeys(responses, 401 if kind == "anonymous" else 403)
     )
     assert {name: response.status_code for name, response in responses.items()} == expected
     assert Release.objects.count() == (2 if kind in ALLOWED else 1)
