@@ -35,7 +35,7 @@ def assignment():
 
 
 def _split() -> Adjudication:
-    study, _, _ = make_reading_study(pairs=1, readers=4)
+    study, _, _ = make_reading_study(pairs=1, readers=5)
     example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
     for rating in (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES):
         reads = example.assignments.open().select_related("reader").order_by("slot")
