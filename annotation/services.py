@@ -3,6 +3,7 @@
 The web pages, the API and the management commands all call these functions.
 """
 
+import hashlib
 import random
 import uuid
 from array import array
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, models, transaction
-from django.db.models import Count
+from django.db.models import Count, Exists, OuterRef
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
@@ -421,8 +422,8 @@ def assign_readers(
         done = 0
         if progress:
             progress(0, order.total)
-        for chunk in order.chunks():
-            report.unfilled += _assign_chunk(study, chunk, pool, writer)
+        for chunk, pairs_with_history in order.chunks():
+            report.unfilled += _assign_chunk(study, chunk, pairs_with_history, pool, writer)
             done += len(chunk)
             if progress:
                 progress(done, order.total)
@@ -441,17 +442,28 @@ SLOT_HOLDING_STATUSES = (AssignmentStatus.OPEN, AssignmentStatus.DONE)
 ASSIGN_CHUNK = 6000  # examples per chunk of assign_readers
 
 
+class _SeededHash:
+    """consensus.services.tiebreak(*parts, last) for many values of last, the shared parts hashed once."""
+
+    def __init__(self, *parts: object) -> None:
+        self.prefix = hashlib.sha256((":".join(str(p) for p in parts) + ":").encode())
+
+    def __call__(self, last: object) -> int:
+        digest = self.prefix.copy()
+        digest.update(str(last).encode())
+        return int.from_bytes(digest.digest()[:8], "big") >> 1
+
+
 class _ReaderPool:
     """The study's able readers and their initial-read loads, as a few lists of ints."""
 
     def __init__(self, study: Study, members: list[tuple[int, int | None]]) -> None:
-        from consensus.services import tiebreak
-
-        self.tiebreak, self.seed = tiebreak, study.seed
+        self.seed = study.seed
         self.ids = [user_id for user_id, _ in members]
         self.caps = [cap for _, cap in members]
         self.total = [0] * len(members)
         self.by_task = {task: [0] * len(members) for task in Task.values}
+        self.queue_hash = {user_id: _SeededHash(study.seed, "queue", user_id) for user_id in self.ids}
         index = {user_id: i for i, user_id in enumerate(self.ids)}
         loads = (
             Assignment.objects.filter(
@@ -485,10 +497,15 @@ class _ReaderPool:
         if len(tied) == 1:
             chosen = tied[0]
         else:
-            chosen = min(tied, key=lambda i: self.tiebreak(self.seed, "assign", example_public_id, self.ids[i]))
+            tiebreak = _SeededHash(self.seed, "assign", example_public_id)
+            chosen = min(tied, key=lambda i: tiebreak(self.ids[i]))
         task_load[chosen] += 1
         total[chosen] += 1
         return self.ids[chosen]
+
+    def queue_order(self, reader_pk: int, example_public_id: uuid.UUID) -> int:
+        """Where the example goes in the reader's queue: a shuffle seeded by the study, as for every queue."""
+        return self.queue_hash[reader_pk](example_public_id)
 
 
 class _AssignmentOrder:
@@ -501,19 +518,28 @@ class _AssignmentOrder:
     """
 
     def __init__(self, study: Study, tasks: list[str]) -> None:
-        from consensus.services import tiebreak
-
-        keys, pks = array("Q"), array("q")
-        examples = Example.objects.filter(study=study, task__in=tasks, state=ExampleState.WAITING).values_list(
-            "pk", "pair_id", "task", "public_id"
+        sort_key = _SeededHash(study.seed, "assign-order")
+        # Whether a reader has or had the example (or, in Task 1, the pair's other version): asked
+        # once, before anything is written, so that the chunks need not look up the rest.
+        own_rows = Assignment.objects.filter(example_id=OuterRef("pk"))
+        pair_rows = Assignment.objects.filter(example__pair_id=OuterRef("pair_id"), task=Task.REALISM)
+        examples = (
+            Example.objects.filter(study=study, task__in=tasks, state=ExampleState.WAITING)
+            .annotate(own_rows=Exists(own_rows), pair_rows=Exists(pair_rows))
+            .values_list("pk", "pair_id", "task", "public_id", "own_rows", "pair_rows")
+            .order_by("pk")
         )
-        for pk, pair_pk, task, public_id in examples.order_by("pk").iterator(chunk_size=BATCH_SIZE * 10):
-            keys.append(tiebreak(study.seed, "assign-order", f"pair-{pair_pk}" if task == Task.REALISM else public_id))
+        keys, pks, history = array("Q"), array("q"), bytearray()
+        for pk, pair_pk, task, public_id, own, pair in examples.iterator(chunk_size=BATCH_SIZE * 10):
+            realism = task == Task.REALISM
+            keys.append(sort_key(f"pair-{pair_pk}" if realism else public_id))
             pks.append(pk)
-        self.keys, self.pks, self.total = keys, pks, len(pks)
+            history.append(own or (realism and pair))
+        self.keys, self.pks, self.history, self.total = keys, pks, history, len(pks)
 
-    def chunks(self) -> Iterator[list[tuple[int, int, int, str, uuid.UUID]]]:
-        """Chunks of about ASSIGN_CHUNK examples, each (sort key, pk, pair pk, task, public id), in order.
+    def chunks(self) -> Iterator[tuple[list[tuple[int, int, int, str, uuid.UUID]], set[int]]]:
+        """Chunks of about ASSIGN_CHUNK examples, each (sort key, pk, pair pk, task, public id), in
+        order, with the pairs whose earlier assignments matter to them (usually none).
 
         A chunk never splits the examples that share a sort key.
         """
@@ -525,25 +551,31 @@ class _AssignmentOrder:
             while end < len(order) and keys[order[end]] == keys[order[end - 1]]:
                 end += 1
             key_of = {self.pks[i]: keys[i] for i in order[start:end]}
+            with_history = {self.pks[i] for i in order[start:end] if self.history[i]}
             rows = Example.objects.filter(pk__in=list(key_of)).values_list("pk", "pair_id", "task", "public_id")
             # Versions that share a key go in the order of their public ids.
-            yield sorted(((key_of[pk], pk, *rest) for pk, *rest in rows), key=lambda e: (e[0], e[4]))
+            chunk = sorted(((key_of[pk], pk, *rest) for pk, *rest in rows), key=lambda e: (e[0], e[4]))
+            yield chunk, {pair_pk for _, pk, pair_pk, _, _ in chunk if pk in with_history}
             start = end
 
 
 def _assign_chunk(
-    study: Study, chunk: list[tuple[int, int, int, str, uuid.UUID]], pool: _ReaderPool, writer: "_AssignmentWriter"
+    study: Study,
+    chunk: list[tuple[int, int, int, str, uuid.UUID]],
+    pairs_with_history: set[int],
+    pool: _ReaderPool,
+    writer: "_AssignmentWriter",
 ) -> int:
     """Fill the free initial slots of one chunk's examples; return the number of reads left unfilled."""
-    from consensus.services import tiebreak
-
     seen: dict[int, set[int]] = defaultdict(set)  # example -> every reader it has or had
     free: dict[int, list[int]] = {pk: [1, 2] for _, pk, _, _, _ in chunk}
     pair_seen: dict[int, set[int]] = defaultdict(set)  # pair -> every reader of its Task 1 examples
-    existing = Assignment.objects.filter(example__pair_id__in={pair_pk for _, _, pair_pk, _, _ in chunk})
-    for example_pk, pair_pk, task, reader_pk, slot, status in existing.values_list(
-        "example_id", "example__pair_id", "task", "reader_id", "slot", "status"
-    ).order_by():
+    existing = Assignment.objects.filter(example__pair_id__in=pairs_with_history)
+    for example_pk, pair_pk, task, reader_pk, slot, status in (
+        existing.values_list("example_id", "example__pair_id", "task", "reader_id", "slot", "status").order_by()
+        if pairs_with_history
+        else ()
+    ):
         seen[example_pk].add(reader_pk)
         if task == Task.REALISM:
             pair_seen[pair_pk].add(reader_pk)
@@ -560,7 +592,7 @@ def _assign_chunk(
             if reader_pk is None:
                 unfilled += 1
                 continue
-            new.append((reader_pk, task, tiebreak(study.seed, "queue", reader_pk, public_id), example_pk, slot))
+            new.append((reader_pk, task, pool.queue_order(reader_pk, public_id), example_pk, slot))
             seen[example_pk].add(reader_pk)
             if task == Task.REALISM:
                 pair_seen[pair_pk].add(reader_pk)
@@ -597,6 +629,8 @@ class _AssignmentWriter:
 
     def write(self, new: list[tuple[int, str, int, int, int]]) -> None:
         """new: (reader pk, task, queue order, example pk, slot) per assignment, in storage order."""
+        if not new:
+            return
         uuid_value = Assignment._meta.get_field("public_id").get_db_prep_value
         json_value = AuditEvent._meta.get_field("after").get_db_prep_value
         public_ids = [uuid.uuid4() for _ in new]

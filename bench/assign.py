@@ -49,11 +49,15 @@ def worker(slug: str) -> None:
     study = Study.objects.get(slug=slug)
     coordinator = get_user_model().objects.get(username=f"{slug}-coordinator")
     examples = Example.objects.filter(study=study).count()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime
     started = time.perf_counter()
     report = assign_readers(study, actor=coordinator)
     seconds = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     figures = {
         "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu_before,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "examples": examples,
         "assigned": report.assigned,
@@ -135,13 +139,14 @@ def main() -> None:
         results.append((pairs, run_worker(slug, env)))
 
     print()
-    header = f"{'pairs':>8}{'examples':>10}{'reads':>9}{'wall s':>9}{'peak MB':>9}{'rows written':>14}"
+    header = f"{'pairs':>8}{'examples':>10}{'reads':>9}{'wall s':>9}{'CPU s':>8}{'peak MB':>9}{'rows written':>14}"
     print(f"{header}  load average (1, 5, 15 min) before -> after")
     for pairs, r in results:
         rows = r["assignment_rows"] + r["audit_rows"]
         load = " ".join(f"{x:.2f}" for x in r["load_before"]) + " -> " + " ".join(f"{x:.2f}" for x in r["load_after"])
         print(
-            f"{pairs:>8}{r['examples']:>10}{r['assigned']:>9}{r['seconds']:>9.1f}{r['process_peak_mb']:>9.0f}"
+            f"{pairs:>8}{r['examples']:>10}{r['assigned']:>9}{r['seconds']:>9.1f}{r['cpu_seconds']:>8.1f}"
+            f"{r['process_peak_mb']:>9.0f}"
             f"{rows:>14}  {load}"
         )
         if r["unfilled"]:

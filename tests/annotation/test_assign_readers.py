@@ -23,7 +23,7 @@ from annotation.models import (
     Task,
 )
 from annotation.services import QueueRefused, assign_example, assign_readers
-from consensus.services import void_annotation
+from consensus.services import tiebreak, void_annotation
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -469,10 +469,27 @@ def test_the_number_of_queries_does_not_grow_with_the_study(coordinator):
     counts = []
     for pairs in (2, 12):
         study, _ = _study(pairs=pairs, readers=5)
-        with CaptureQueriesContext(connection) as queries:
+        with CaptureQueriesContext(connection) as first_run:
             report = assign_readers(study, actor=coordinator)
         assert report.assigned == 6 * pairs
-        counts.append(len(queries))
-    # Savepoint, study lock, readers, loads, order; per chunk: examples, their assignments, the
-    # assignments' and the audit rows' inserts (COPY on PostgreSQL); release.
-    assert counts == [10, 10]
+        with CaptureQueriesContext(connection) as second_run:
+            assign_readers(study, actor=coordinator)
+        counts.append((len(first_run), len(second_run)))
+    # Savepoint, study lock, readers, loads, the examples in order; per chunk: its examples, the
+    # earlier assignments of its pairs (if any), the new assignments and their audit rows (COPY
+    # on PostgreSQL; nothing new on the second run); release.
+    assert counts == [(9, 8), (9, 8)]
+
+
+def test_the_queue_order_is_the_shuffle_every_queue_uses(coordinator):
+    # Hand-made assignments and routed third reads take their place in a queue by the same
+    # seeded hash, so that queues stay one shuffle however their items came.
+    study, _ = _study(pairs=4, readers=5)
+    assign_readers(study, actor=coordinator)
+
+    assignments = Assignment.objects.filter(study=study).select_related("example")
+    assert assignments.count() == 24
+    for assignment in assignments:
+        assert assignment.queue_order == tiebreak(
+            study.seed, "queue", assignment.reader_id, assignment.example.public_id
+        )
