@@ -678,10 +678,13 @@ def _insert_rows(model: type[models.Model], fields: tuple[str, ...], rows: Itera
     a model instance per row: COPY on PostgreSQL, executemany elsewhere."""
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
-    columns = ", ".join(quote(model._meta.get_field(name).column) for name in fields)
+    model_fields = [model._meta.get_field(name) for name in fields]
+    columns = ", ".join(quote(field.column) for field in model_fields)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            with cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+                # Binary needs each column's exact type: the one the model gave it ("varchar(16)" -> varchar).
+                copy.set_types([field.db_type(connection).split("(")[0] for field in model_fields])
                 for row in rows:
                     copy.write_row(row)
         else:

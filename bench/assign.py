@@ -6,10 +6,11 @@
 Generates one unassigned study per size (bench/generate_study.py --no-assign: accepted pairs,
 sample, readers) into a template database, VACUUM ANALYZEs it, then copies the template to a
 fresh working database and, for each size in turn, runs assign_readers in a process of its own
-(this script's --worker mode) so that only its own memory counts. Prints wall time, peak
-resident memory, rows written and the load average per size, side by side with the ratio of the
-largest size to the smallest: the target is under 60 s and under 200 MB at 100,000 pairs, with
-memory flat in study size. --keep reuses the template if it already holds the studies.
+(this script's --worker mode) so that only its own memory counts. Prints wall time, the
+worker's own CPU time (PostgreSQL's is not in it), peak resident memory, rows written and the
+load average per size, side by side with the ratio of the largest size to the smallest: the
+target is under 60 s and under 200 MB at 100,000 pairs, with memory flat in study size.
+--keep reuses the template if it already holds the studies.
 """
 
 import argparse
