@@ -3,15 +3,18 @@
 The web pages, the API and the management commands all call these functions.
 """
 
+import hashlib
 import random
 import uuid
+from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, models, transaction
+from django.db.models import Count, Exists, OuterRef
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
@@ -379,20 +382,29 @@ class AssignReport:
         return {"assigned": self.assigned, "unfilled": self.unfilled, "summary": self.summary, "notes": self.notes}
 
 
-def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | None = None) -> AssignReport:
+def assign_readers(
+    study: Study,
+    *,
+    actor: AbstractBaseUser | None,
+    tasks: list[str] | None = None,
+    progress: Progress | None = None,
+) -> AssignReport:
     """Give every sampled example that still needs initial reads distinct readers, load balanced.
 
     Readers get the examples' free initial slots in turn, least loaded first (per task, so with
-    equal caps the counts differ by at most one), never twice the same example, and, if the
-    study keeps versions apart, never both Task 1 versions of one pair. Each reader's queue is
-    shuffled from the study seed. Refuses, changing nothing, if the reader pool is too small.
-    """
-    from consensus.services import tiebreak
+    equal caps the counts differ by at most one), never an example they have or had (an
+    assignment row of any status), and, if the study keeps versions apart, never a Task 1
+    example whose other version they have or had. Loads and caps count open and done initial
+    reads. Each reader's queue is shuffled from the study seed. Refuses, changing nothing, if the
+    reader pool is too small. actor is recorded in the audit rows (None: run from the shell).
 
+    Works through the examples chunk by chunk, in a seeded order that keeps a pair's two Task 1
+    versions together: memory stays flat in study size. progress(done, total) counts examples.
+    """
     tasks = tasks or [Task.REALISM, Task.EQUIVALENCE]
     with transaction.atomic(), queues.counting():
         study = Study.objects.select_for_update().get(pk=study.pk)
-        members = list(StudyMember.objects.able(study, MemberRole.READER).select_related("user"))
+        members = list(StudyMember.objects.able(study, MemberRole.READER).values_list("user_id", "max_assignments"))
         if len(members) < 2:
             raise QueueRefused(
                 f"Study {study.slug} has {len(members)} active reader(s); every example needs 2 distinct readers. "
@@ -403,105 +415,285 @@ def assign_readers(study: Study, *, actor: AbstractBaseUser, tasks: list[str] | 
                 f"Keeping the two Task 1 versions of a pair apart needs at least 4 readers; study {study.slug} has "
                 f"{len(members)}. Add readers, or turn off 'keep versions apart' for this study. Nothing was assigned."
             )
-        examples = list(
-            Example.objects.filter(study=study, task__in=tasks, state=ExampleState.WAITING)
-            .order_by("pk")
-            .values_list("pk", "pair_id", "task", "public_id")
-        )
-        rows = Assignment.objects.filter(study=study).values_list(
-            "example_id", "reader_id", "slot", "status", "task", "example__pair_id"
-        )
-        readers_of: dict[int, set[int]] = defaultdict(set)  # example -> every reader it ever had
-        taken_slots: dict[int, set[int]] = defaultdict(set)
-        pair_task1_readers: dict[int, set[int]] = defaultdict(set)
-        task_load: Counter = Counter()
-        total_load: Counter = Counter()
-        for example_pk, reader_pk, slot, status, task, pair_pk in rows:
-            readers_of[example_pk].add(reader_pk)
-            # Any assignment of a Task 1 version, voided or withdrawn after being shown included,
-            # means the reader has seen the pair.
-            if task == Task.REALISM:
-                pair_task1_readers[pair_pk].add(reader_pk)
-            if status in (AssignmentStatus.OPEN, AssignmentStatus.DONE):
-                taken_slots[example_pk].add(slot)
-                if slot in (1, 2):
-                    task_load[(reader_pk, task)] += 1
-                    total_load[reader_pk] += 1
-
-        # The two Task 1 versions of a pair are filled one right after the other, so their four reads
-        # go to the four least-loaded readers. Filled at different times, the second version may find
-        # only busier readers left (the first version's readers are kept apart) and counts drift by 2+.
-        examples.sort(
-            key=lambda e: (tiebreak(study.seed, "assign-order", f"pair-{e[1]}" if e[2] == Task.REALISM else e[3]), e[3])
-        )
+        pool = _ReaderPool(study, members)
+        order = _AssignmentOrder(study, tasks)
+        writer = _AssignmentWriter(study, actor)
         report = AssignReport()
-        new: list[Assignment] = []
-        for example_pk, pair_pk, task, public_id in examples:
-            for slot in (1, 2):
-                if slot in taken_slots[example_pk]:
-                    continue
-                keep_apart = study.keep_versions_apart and task == Task.REALISM
-                candidates = [
-                    m
-                    for m in members
-                    if m.user_id not in readers_of[example_pk]
-                    and not (keep_apart and m.user_id in pair_task1_readers[pair_pk])
-                    and (m.max_assignments is None or total_load[m.user_id] < m.max_assignments)
-                ]
-                if not candidates:
-                    report.unfilled += 1
-                    continue
-                chosen = min(
-                    candidates,
-                    key=lambda m: (
-                        task_load[(m.user_id, task)],
-                        total_load[m.user_id],
-                        tiebreak(study.seed, "assign", public_id, m.user_id),
-                    ),
-                )
-                reader_pk = chosen.user_id
-                new.append(
-                    Assignment(
-                        example_id=example_pk,
-                        study=study,
-                        task=task,
-                        reader_id=reader_pk,
-                        slot=slot,
-                        queue_order=tiebreak(study.seed, "queue", reader_pk, public_id),
-                    )
-                )
-                readers_of[example_pk].add(reader_pk)
-                taken_slots[example_pk].add(slot)
-                if task == Task.REALISM:
-                    pair_task1_readers[pair_pk].add(reader_pk)
-                task_load[(reader_pk, task)] += 1
-                total_load[reader_pk] += 1
-        # Stored queue by queue, in reading order: a reader's queue then sits on few table pages,
-        # so walking and counting it stays cheap while other readers' ratings change theirs.
-        new.sort(key=lambda a: (a.reader_id, a.task, a.queue_order))
-        Assignment.objects.bulk_create(new, batch_size=BATCH_SIZE)
-        queues.count_opened(Counter((a.reader_id, study.pk, a.task) for a in new))
-        AuditEvent.objects.bulk_create(
-            [
-                AuditEvent(
-                    study=study,
-                    action=AuditAction.ASSIGNED,
-                    actor=actor,
-                    example_id=a.example_id,
-                    subject_id=a.reader_id,
-                    after={"assignment": str(a.public_id), "slot": a.slot, "how": "automatic"},
-                )
-                for a in new
-            ],
-            batch_size=BATCH_SIZE,
-        )
-        report.assigned = len(new)
+        done = 0
+        if progress:
+            progress(0, order.total)
+        for chunk, pairs_with_history in order.chunks():
+            report.unfilled += _assign_chunk(study, chunk, pairs_with_history, pool, writer)
+            done += len(chunk)
+            if progress:
+                progress(done, order.total)
+        report.assigned = writer.written
         if report.unfilled:
             report.notes.append(
                 f"{report.unfilled} reads found no eligible reader (caps reached, or too few readers who have "
                 "not read the example or its other version). Add readers or raise caps, then assign again."
             )
     return report
+
+
+# An assignment in one of these holds its slot and counts in its reader's load. Any other status
+# (voided, or one added later) frees the slot, but its reader still counts as having seen the example.
+SLOT_HOLDING_STATUSES = (AssignmentStatus.OPEN, AssignmentStatus.DONE)
+ASSIGN_CHUNK = 6000  # examples per chunk of assign_readers
+
+
+class _SeededHash:
+    """consensus.services.tiebreak(*parts, last) for many values of last, the shared parts hashed once."""
+
+    def __init__(self, *parts: object) -> None:
+        self.prefix = hashlib.sha256((":".join(str(p) for p in parts) + ":").encode())
+
+    def __call__(self, last: object) -> int:
+        digest = self.prefix.copy()
+        digest.update(str(last).encode())
+        return int.from_bytes(digest.digest()[:8], "big") >> 1
+
+
+class _ReaderPool:
+    """The study's able readers and their initial-read loads, as a few lists of ints."""
+
+    def __init__(self, study: Study, members: list[tuple[int, int | None]]) -> None:
+        self.seed = study.seed
+        self.ids = [user_id for user_id, _ in members]
+        self.caps = [cap for _, cap in members]
+        self.total = [0] * len(members)
+        self.by_task = {task: [0] * len(members) for task in Task.values}
+        self.queue_hash = {user_id: _SeededHash(study.seed, "queue", user_id) for user_id in self.ids}
+        index = {user_id: i for i, user_id in enumerate(self.ids)}
+        loads = (
+            Assignment.objects.filter(
+                study=study, reader_id__in=self.ids, slot__in=(1, 2), status__in=SLOT_HOLDING_STATUSES
+            )
+            .values("reader_id", "task")
+            .annotate(n=Count("pk"))
+            .values_list("reader_id", "task", "n")
+            .order_by()
+        )
+        for reader_id, task, n in loads:
+            self.total[index[reader_id]] += n
+            self.by_task[task][index[reader_id]] += n
+
+    def take(self, task: str, example_public_id: uuid.UUID, excluded: set[int]) -> int | None:
+        """The reader who gets this read, now counted in: the least loaded in this task, then
+        overall, then by a tie-break seeded per example and reader. None if nobody is eligible."""
+        task_load, total, caps = self.by_task[task], self.total, self.caps
+        lowest: tuple[int, int] | None = None
+        tied: list[int] = []
+        for i, user_id in enumerate(self.ids):
+            if user_id in excluded or (caps[i] is not None and total[i] >= caps[i]):
+                continue
+            load = (task_load[i], total[i])
+            if lowest is None or load < lowest:
+                lowest, tied = load, [i]
+            elif load == lowest:
+                tied.append(i)
+        if not tied:
+            return None
+        if len(tied) == 1:
+            chosen = tied[0]
+        else:
+            tiebreak = _SeededHash(self.seed, "assign", example_public_id)
+            chosen = min(tied, key=lambda i: tiebreak(self.ids[i]))
+        task_load[chosen] += 1
+        total[chosen] += 1
+        return self.ids[chosen]
+
+    def queue_order(self, reader_pk: int, example_public_id: uuid.UUID) -> int:
+        """Where the example goes in the reader's queue: a shuffle seeded by the study, as for every queue."""
+        return self.queue_hash[reader_pk](example_public_id)
+
+
+class _AssignmentOrder:
+    """The study's waiting examples in the seeded order in which they are filled.
+
+    The two Task 1 versions of a pair share one sort key, so they are filled one right after
+    the other: their four reads go to the four least-loaded readers. (Filled at different times,
+    the second version may find only busier readers left, its first version's readers being
+    kept apart, and the counts drift by 2 or more.) Holds two arrays of ints, not the rows.
+    """
+
+    def __init__(self, study: Study, tasks: list[str]) -> None:
+        sort_key = _SeededHash(study.seed, "assign-order")
+        # Whether a reader has or had the example (or, in Task 1, the pair's other version): asked
+        # once, before anything is written, so that the chunks need not look up the rest.
+        own_rows = Assignment.objects.filter(example_id=OuterRef("pk"))
+        pair_rows = Assignment.objects.filter(example__pair_id=OuterRef("pair_id"), task=Task.REALISM)
+        examples = (
+            Example.objects.filter(study=study, task__in=tasks, state=ExampleState.WAITING)
+            .annotate(own_rows=Exists(own_rows), pair_rows=Exists(pair_rows))
+            .values_list("pk", "pair_id", "task", "public_id", "own_rows", "pair_rows")
+            .order_by("pk")
+        )
+        keys, pks, history = array("Q"), array("q"), bytearray()
+        for pk, pair_pk, task, public_id, own, pair in examples.iterator(chunk_size=BATCH_SIZE * 10):
+            realism = task == Task.REALISM
+            keys.append(sort_key(f"pair-{pair_pk}" if realism else public_id))
+            pks.append(pk)
+            history.append(own or (realism and pair))
+        self.keys, self.pks, self.history, self.total = keys, pks, history, len(pks)
+
+    def chunks(self) -> Iterator[tuple[list[tuple[int, int, int, str, uuid.UUID]], set[int]]]:
+        """Chunks of about ASSIGN_CHUNK examples, each (sort key, pk, pair pk, task, public id), in
+        order, with the pairs whose earlier assignments matter to them (usually none).
+
+        A chunk never splits the examples that share a sort key.
+        """
+        keys = self.keys
+        order = array("q", sorted(range(self.total), key=keys.__getitem__))
+        start = 0
+        while start < len(order):
+            end = min(start + ASSIGN_CHUNK, len(order))
+            while end < len(order) and keys[order[end]] == keys[order[end - 1]]:
+                end += 1
+            key_of = {self.pks[i]: keys[i] for i in order[start:end]}
+            with_history = {self.pks[i] for i in order[start:end] if self.history[i]}
+            rows = Example.objects.filter(pk__in=list(key_of)).values_list("pk", "pair_id", "task", "public_id")
+            # Versions that share a key go in the order of their public ids.
+            chunk = sorted(((key_of[pk], pk, *rest) for pk, *rest in rows), key=lambda e: (e[0], e[4]))
+            yield chunk, {pair_pk for _, pk, pair_pk, _, _ in chunk if pk in with_history}
+            start = end
+
+
+def _assign_chunk(
+    study: Study,
+    chunk: list[tuple[int, int, int, str, uuid.UUID]],
+    pairs_with_history: set[int],
+    pool: _ReaderPool,
+    writer: "_AssignmentWriter",
+) -> int:
+    """Fill the free initial slots of one chunk's examples; return the number of reads left unfilled."""
+    seen: dict[int, set[int]] = defaultdict(set)  # example -> every reader it has or had
+    free: dict[int, list[int]] = {pk: [1, 2] for _, pk, _, _, _ in chunk}
+    pair_seen: dict[int, set[int]] = defaultdict(set)  # pair -> every reader of its Task 1 examples
+    existing = Assignment.objects.filter(example__pair_id__in=pairs_with_history)
+    for example_pk, pair_pk, task, reader_pk, slot, status in (
+        existing.values_list("example_id", "example__pair_id", "task", "reader_id", "slot", "status").order_by()
+        if pairs_with_history
+        else ()
+    ):
+        seen[example_pk].add(reader_pk)
+        if task == Task.REALISM:
+            pair_seen[pair_pk].add(reader_pk)
+        if status in SLOT_HOLDING_STATUSES and example_pk in free and slot in free[example_pk]:
+            free[example_pk].remove(slot)
+
+    unfilled = 0
+    new: list[tuple[int, str, int, int, int]] = []
+    for _, example_pk, pair_pk, task, public_id in chunk:
+        keep_apart = study.keep_versions_apart and task == Task.REALISM
+        for slot in free[example_pk]:
+            excluded = seen[example_pk] | pair_seen[pair_pk] if keep_apart else seen[example_pk]
+            reader_pk = pool.take(task, public_id, excluded)
+            if reader_pk is None:
+                unfilled += 1
+                continue
+            new.append((reader_pk, task, pool.queue_order(reader_pk, public_id), example_pk, slot))
+            seen[example_pk].add(reader_pk)
+            if task == Task.REALISM:
+                pair_seen[pair_pk].add(reader_pk)
+    # Stored queue by queue, in reading order: a reader's queue then sits on few table pages,
+    # so walking and counting it stays cheap while other readers' ratings change theirs.
+    new.sort()
+    writer.write(new)
+    return unfilled
+
+
+class _AssignmentWriter:
+    """Inserts new open assignments and their 'assigned' audit rows from tuples, not model instances."""
+
+    ASSIGNMENT_FIELDS = (
+        "public_id",
+        "example",
+        "reader",
+        "study",
+        "task",
+        "slot",
+        "status",
+        "queue_order",
+        "created_at",
+        "report_a_type",
+    )
+    AUDIT_FIELDS = ("created_at", "study", "action", "actor", "example", "subject", "before", "after")
+
+    def __init__(self, study: Study, actor: AbstractBaseUser | None) -> None:
+        self.study_pk = study.pk
+        self.actor_pk = actor.pk if actor is not None and actor.is_authenticated else None
+        self.now = Assignment._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+        self.empty = AuditEvent._meta.get_field("before").get_db_prep_value({}, connection)
+        self.written = 0
+
+    def write(self, new: list[tuple[int, str, int, int, int]]) -> None:
+        """new: (reader pk, task, queue order, example pk, slot) per assignment, in storage order."""
+        if not new:
+            return
+        uuid_value = Assignment._meta.get_field("public_id").get_db_prep_value
+        json_value = AuditEvent._meta.get_field("after").get_db_prep_value
+        public_ids = [uuid.uuid4() for _ in new]
+        _insert_rows(
+            Assignment,
+            self.ASSIGNMENT_FIELDS,
+            (
+                (
+                    uuid_value(public_id, connection),
+                    example_pk,
+                    reader_pk,
+                    self.study_pk,
+                    task,
+                    slot,
+                    AssignmentStatus.OPEN.value,
+                    queue_order,
+                    self.now,
+                    "",
+                )
+                for public_id, (reader_pk, task, queue_order, example_pk, slot) in zip(public_ids, new, strict=True)
+            ),
+        )
+        _insert_rows(
+            AuditEvent,
+            self.AUDIT_FIELDS,
+            (
+                (
+                    self.now,
+                    self.study_pk,
+                    AuditAction.ASSIGNED.value,
+                    self.actor_pk,
+                    example_pk,
+                    reader_pk,
+                    self.empty,
+                    json_value({"assignment": str(public_id), "slot": slot, "how": "automatic"}, connection),
+                )
+                for public_id, (reader_pk, _, _, example_pk, slot) in zip(public_ids, new, strict=True)
+            ),
+        )
+        # Written past Assignment.save(): count the new open items in their readers' queues here.
+        queues.count_opened(Counter((reader_pk, self.study_pk, task) for reader_pk, task, *_ in new))
+        self.written += len(new)
+
+
+def _insert_rows(model: type[models.Model], fields: tuple[str, ...], rows: Iterable[tuple]) -> None:
+    """Insert rows of values already prepared for the database (in the order of fields), without
+    a model instance per row: COPY on PostgreSQL, executemany elsewhere."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    model_fields = [model._meta.get_field(name) for name in fields]
+    columns = ", ".join(quote(field.column) for field in model_fields)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+                # Binary needs each column's exact type: the one the model gave it ("varchar(16)" -> varchar).
+                copy.set_types([field.db_type(connection).split("(")[0] for field in model_fields])
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            placeholders = ", ".join(["%s"] * len(fields))
+            # The table and columns are the model's own, quoted; the values go as parameters.
+            sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"  # noqa: S608
+            cursor.executemany(sql, rows)
 
 
 def _member_reader(study: Study, user: AbstractBaseUser) -> None:

@@ -9,6 +9,7 @@ default taxonomy, texts taken from the demo study); the sample, the reader membe
 initial reads go through the application's own services (sample_pairs, add_study_member,
 assign_readers). Every step prints its time and the process's peak memory.
 
+--no-assign leaves every example unassigned (bench/assign.py times assign_readers on its own).
 --first-reads F stores the first read of a fraction F of the examples (so that a reading
 benchmark also meets second reads, which route the example). --with-ratings rates the whole
 study to consensus (unanimous, majority after a third read, or adjudicated), as the release
@@ -464,6 +465,7 @@ def generate_study(
     seed: int = 2026,
     first_reads: float = 0.0,
     with_ratings: bool = False,
+    assign: bool = True,
     log: Log = print,
 ) -> GeneratedStudy:
     """Create the study (Django must be set up). Refuses a slug that is already taken."""
@@ -472,6 +474,8 @@ def generate_study(
     from annotation.models import Assignment, Example, ReaderQueue, Study
     from annotation.services import assign_readers, sample_pairs
 
+    if not assign and (with_ratings or first_reads > 0):
+        raise ValueError("Ratings need assigned reads: generate them with assign=True.")
     if Study.objects.filter(slug=slug).exists():
         sys.exit(f"A study '{slug}' already exists in this database. Use another --slug or a fresh database.")
     timings = Timings(log)
@@ -486,9 +490,10 @@ def generate_study(
         sample_pairs(study, per_variation=math.ceil(pairs / cells))
     with timings.step("people and tokens"):
         coordinator, reader_names = create_people(study, readers=readers, adjudicators=adjudicators, slug=slug)
-    with timings.step("assign_readers (service)"):
-        report = assign_readers(study, actor=coordinator)
-    log(f"  {report.summary}")
+    if assign:
+        with timings.step("assign_readers (service)"):
+            report = assign_readers(study, actor=coordinator)
+        log(f"  {report.summary}")
     if with_ratings:
         with timings.step("ratings to consensus"), transaction.atomic():
             counts = fill_ratings(study, seed=seed)
@@ -536,6 +541,9 @@ def main(argv: list[str] | None = None) -> None:
     ratings = parser.add_mutually_exclusive_group()
     ratings.add_argument("--first-reads", type=float, default=0.0, help="fraction of examples with a stored first read")
     ratings.add_argument("--with-ratings", action="store_true", help="rate every example to consensus")
+    ratings.add_argument(
+        "--no-assign", action="store_true", help="leave the examples unassigned (for the assignment benchmark)"
+    )
     args = parser.parse_args(argv)
     if args.pairs < 1 or args.readers < 4:
         parser.error("need at least 1 pair and 4 readers (the two Task 1 versions of a pair go to 4 readers)")
@@ -550,6 +558,7 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         first_reads=args.first_reads,
         with_ratings=args.with_ratings,
+        assign=not args.no_assign,
     )
 
 

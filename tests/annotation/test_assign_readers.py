@@ -4,8 +4,10 @@ import math
 from collections import Counter, defaultdict
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
+from annotation import services
 from annotation.models import (
     Assignment,
     AssignmentStatus,
@@ -20,8 +22,8 @@ from annotation.models import (
     StudyMember,
     Task,
 )
-from annotation.services import QueueRefused, assign_readers
-from consensus.services import void_annotation
+from annotation.services import QueueRefused, assign_example, assign_readers
+from consensus.services import tiebreak, void_annotation
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -398,3 +400,96 @@ def test_a_reader_removed_from_the_study_gets_nothing_more(coordinator):
     assert (report.assigned, report.unfilled) == (8, 0)
     assert Assignment.objects.filter(reader=leaving).count() == had
     assert not Assignment.objects.filter(reader=leaving, example__task=Task.EQUIVALENCE).exists()
+
+
+def _void_a_read(study, reader, coordinator, report_type: str) -> Example:
+    """Give one Task 1 version of the study's pair to a reader by hand, rate it, and void the rating."""
+    example = Example.objects.get(study=study, task=Task.REALISM, report_type=report_type)
+    assignment = assign_example(example.public_id, reader, actor=coordinator)
+    rate(assignment, Rating.REALISTIC, "")
+    void_annotation(assignment.annotation.public_id, actor=coordinator, reason="Rated the wrong case.")
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.VOIDED
+    return example
+
+
+@pytest.mark.parametrize(
+    ("voided", "other"), [(ReportType.ORIGINAL, ReportType.ALTERNATIVE), (ReportType.ALTERNATIVE, ReportType.ORIGINAL)]
+)
+def test_a_reader_whose_read_of_one_version_was_voided_is_not_given_the_other(coordinator, voided, other):
+    study, reader_users = _study(pairs=1, readers=4)
+    first = reader_users[0]
+    voided_example = _void_a_read(study, first, coordinator, voided)
+
+    report = assign_readers(study, actor=coordinator, tasks=[Task.REALISM])
+
+    other_example = Example.objects.get(study=study, task=Task.REALISM, report_type=other)
+    assert not other_example.assignments.filter(reader=first).exists()
+    # The voided read freed its slot (routing refilled it), so that version now has three readers,
+    # the first one included; all three are kept off the other version: one reader for two reads.
+    readers_of_voided = set(voided_example.assignments.values_list("reader_id", flat=True))
+    assert len(readers_of_voided) == 3
+    assert other_example.assignments.count() == 1
+    assert not set(other_example.assignments.values_list("reader_id", flat=True)) & readers_of_voided
+    assert report.unfilled == 1
+
+
+def test_a_voided_read_does_not_count_towards_the_cap(coordinator):
+    study, reader_users = _study(pairs=1, readers=3, keep_versions_apart=False)
+    capped = reader_users[0]
+    task2 = Example.objects.get(study=study, task=Task.EQUIVALENCE)
+    assignment = assign_example(task2.public_id, capped, actor=coordinator)
+    rate(assignment, Rating.EQUIVALENT, "")
+    void_annotation(assignment.annotation.public_id, actor=coordinator, reason="Rated the wrong case.")
+    StudyMember.objects.filter(study=study, user=capped).update(max_assignments=1)
+
+    report = assign_readers(study, actor=coordinator, tasks=[Task.REALISM])
+
+    assert report.unfilled == 0
+    assert Assignment.objects.filter(reader=capped, task=Task.REALISM).count() == 1
+
+
+@pytest.mark.parametrize("chunk", [1, 5])
+def test_the_queues_are_the_same_whatever_the_chunk_size(coordinator, monkeypatch, chunk):
+    study, reader_users = _study(pairs=9, readers=5)
+    StudyMember.objects.filter(study=study, user=reader_users[0]).update(max_assignments=6)
+    with pytest.raises(Rollback), transaction.atomic():
+        whole = assign_readers(study, actor=coordinator).as_dict()
+        in_one_chunk = _snapshot(study)
+        raise Rollback
+
+    monkeypatch.setattr(services, "ASSIGN_CHUNK", chunk)
+    chunked = assign_readers(study, actor=coordinator).as_dict()
+
+    assert _snapshot(study) == in_one_chunk
+    assert chunked == whole
+
+
+def test_the_number_of_queries_does_not_grow_with_the_study(coordinator):
+    counts = []
+    for pairs in (2, 12):
+        study, _ = _study(pairs=pairs, readers=5)
+        with CaptureQueriesContext(connection) as first_run:
+            report = assign_readers(study, actor=coordinator)
+        assert report.assigned == 6 * pairs
+        with CaptureQueriesContext(connection) as second_run:
+            assign_readers(study, actor=coordinator)
+        counts.append((len(first_run), len(second_run)))
+    # Savepoint, study lock, readers, loads, the examples in order; per chunk: its examples, the
+    # earlier assignments of its pairs (if any), the new assignments and their audit rows (COPY
+    # on PostgreSQL; nothing new on the second run); the queue counters (one statement); release.
+    assert counts == [(10, 8), (10, 8)]
+
+
+def test_the_queue_order_is_the_shuffle_every_queue_uses(coordinator):
+    # Hand-made assignments and routed third reads take their place in a queue by the same
+    # seeded hash, so that queues stay one shuffle however their items came.
+    study, _ = _study(pairs=4, readers=5)
+    assign_readers(study, actor=coordinator)
+
+    assignments = Assignment.objects.filter(study=study).select_related("example")
+    assert assignments.count() == 24
+    for assignment in assignments:
+        assert assignment.queue_order == tiebreak(
+            study.seed, "queue", assignment.reader_id, assignment.example.public_id
+        )
