@@ -246,7 +246,7 @@ def test_an_adjudicator_who_does_not_read_cannot_continue_a_reading_queue(client
 
 
 def _home_queries(pairs: int) -> int:
-    study, readers, _ = make_reading_study(pairs=pairs)
+    study, readers, _ = make_reading_study(pairs=pairs, readers=4)
     user = readers[0]
     grant_role(user, Role.ADJUDICATOR)
     for example in study.examples.all()[:3]:
