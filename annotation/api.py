@@ -12,13 +12,13 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from annotation import serializers
-from annotation.conflicts import hidden_pair_ids, mark_hidden
 from annotation.importing import ImportRejected
 from annotation.models import Assignment, AssignmentStatus, CandidatePair, Dataset, Study, Task, Verdict
 from annotation.parsers import BoundedJSONParser
 from annotation.permissions import IsCoordinator, IsReader
 from annotation.reading import next_assignment, queue_position, reader_queues, reading_item
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
+from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.services import (
     AlreadySubmitted,
     NotShownYet,

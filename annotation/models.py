@@ -1,5 +1,6 @@
 """Studies, their source material (candidate pairs) and the examples readers rate."""
 
+import hashlib
 import secrets
 import uuid
 
@@ -15,6 +16,16 @@ from annotation import queues
 
 def new_study_seed() -> int:
     return secrets.randbelow(2**31)
+
+
+def tiebreak(*parts: object) -> int:
+    """A stable pseudo-random number in [0, 2**63) from the given parts (for shuffles and tie-breaks).
+
+    Everything random in a study is drawn from it with the study's seed among the parts, so it
+    is reproducible and independent of database order.
+    """
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 class Role(models.TextChoices):

@@ -1,12 +1,12 @@
 from rest_framework import serializers
 
-from annotation.conflicts import ROW_HIDDEN
 from annotation.models import RATIONALE_MAX_LENGTH, CandidatePair, Dataset, Rating, Study
+from consensus.conflicts import ROW_HIDDEN
 
 
 class MaskedRowSerializer(serializers.Serializer):
     """A list row that is masked when its pair is hidden from the caller (row.hidden, set by
-    annotation.conflicts.mark_hidden): then it is only {"hidden": true, "detail": ...}."""
+    consensus.conflicts.mark_hidden): then it is only {"hidden": true, "detail": ...}."""
 
     hidden = serializers.SerializerMethodField(
         help_text="True: you still have to rate this row's pair; the row has no other field than detail."

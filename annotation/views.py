@@ -14,15 +14,14 @@ from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
 from annotation.importing import ImportRejected
 from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
 from annotation.reading import (
-    adjudication_queue,
     next_assignment,
-    prior_ratings,
     queue_position,
     reader_queues,
     reading_item,
 )
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
+from consensus.adjudication import adjudication_queue, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,

@@ -45,7 +45,7 @@ def worker(slug: str) -> None:
     from django.contrib.auth import get_user_model
 
     from annotation.models import Assignment, AuditAction, AuditEvent, Example, Study
-    from annotation.services import assign_readers
+    from consensus.assignment import assign_readers
 
     study = Study.objects.get(slug=slug)
     coordinator = get_user_model().objects.get(username=f"{slug}-coordinator")

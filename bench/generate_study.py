@@ -155,7 +155,7 @@ def create_people(study, *, readers: int, adjudicators: int, slug: str):
 
     from annotation.models import MemberRole, Role, Subspecialty
     from annotation.roles import grant_role
-    from annotation.services import add_study_member
+    from consensus.assignment import add_study_member
 
     User = get_user_model()
     coordinator = User.objects.create_user(username=f"{slug}-coordinator")
@@ -314,9 +314,9 @@ def fill_ratings(study, *, seed: int) -> dict[str, int]:
         ReportType,
         StudyMember,
         Task,
+        tiebreak,
     )
     from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-    from consensus.services import tiebreak
 
     rater = _Rater(study, seed)
     examples = _initial_reads(study)
@@ -472,7 +472,8 @@ def generate_study(
     from django.db import transaction
 
     from annotation.models import Assignment, Example, ReaderQueue, Study
-    from annotation.services import assign_readers, sample_pairs
+    from annotation.services import sample_pairs
+    from consensus.assignment import assign_readers
 
     if not assign and (with_ratings or first_reads > 0):
         raise ValueError("Ratings need assigned reads: generate them with assign=True.")

@@ -2,7 +2,7 @@
 
 Refusals by the protocol or the study's settings answer 409 {"detail": ...}; bad input 400.
 A coordinator who still has to rate a pair is answered 403 {"detail": ...} about it, and gets its
-rows masked in lists (annotation.conflicts).
+rows masked in lists (consensus.conflicts).
 """
 
 import uuid
@@ -16,12 +16,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.conflicts import PAIR_HIDDEN, is_hidden_from
 from annotation.models import Annotation, Assignment, Example, Study, StudyMember
 from annotation.permissions import IsCoordinator
 from annotation.roles import enrolment_warning, user_roles
 from annotation.serializers import DetailSerializer
-from annotation.services import (
+from consensus import progress, serializers
+from consensus.assignment import (
     QueueRefused,
     add_study_member,
     assign_example,
@@ -29,7 +29,7 @@ from annotation.services import (
     reassign_assignment,
     withdraw_assignment,
 )
-from consensus import progress, serializers
+from consensus.conflicts import PAIR_HIDDEN, is_hidden_from
 from consensus.services import NotFound, SubmissionRefused, void_annotation
 
 REFUSED = OpenApiResponse(DetailSerializer, description="Refused by the protocol or the study's settings.")

@@ -6,7 +6,7 @@ one grouped query, related rows come with select_related. Nothing here writes.
 
 Coordinators are not blinded: these results name readers and say which report is the original.
 Never show them to readers or adjudicators. A coordinator who also reads in the study gets the
-rows of the pairs they still have to rate masked (annotation.conflicts): the lists that name a
+rows of the pairs they still have to rate masked (consensus.conflicts): the lists that name a
 pair take the viewer and set row.hidden.
 """
 
@@ -17,7 +17,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 from django.db.models import Count, Q, QuerySet
 
-from annotation.conflicts import hidden_pair_ids, mark_hidden
 from annotation.models import (
     ACTIVE_ASSIGNMENT,
     Annotation,
@@ -33,6 +32,7 @@ from annotation.models import (
     Task,
 )
 from annotation.roles import enrolment_warning, roles_by_user, user_roles
+from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel
 
 TASK_ORDER = list(Task.values)

@@ -8,7 +8,6 @@ are serialized and exactly one of them routes the third read. Partial unique con
 hold the same rules in the database should anything slip past.
 """
 
-import hashlib
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from annotation.models import (
     StudyMember,
     Subspecialty,
     Task,
+    tiebreak,
 )
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 
@@ -78,12 +78,6 @@ class NotFound(Exception):
 class SubmitResult:
     annotation: Annotation
     created: bool
-
-
-def tiebreak(*parts: object) -> int:
-    """A stable pseudo-random number from the given parts (for shuffles and tie-breaks)."""
-    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
 
 
 def validate_rating(task: str, rating: str, rationale: str, *, rationale_always_required: bool = False) -> str:

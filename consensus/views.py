@@ -2,7 +2,7 @@
 
 Coordinators are not blinded: these pages name readers and say which report is the original.
 A coordinator who also reads in the study is refused the pages of the pairs they still have to
-rate, and sees those pairs' rows masked in lists (annotation.conflicts).
+rate, and sees those pairs' rows masked in lists (consensus.conflicts).
 """
 
 import uuid
@@ -12,11 +12,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from annotation.conflicts import PAIR_HIDDEN, is_hidden_from
 from annotation.decorators import role_required
 from annotation.models import Annotation, Assignment, Example, Role, Study
 from annotation.roles import enrolment_warning, user_roles
-from annotation.services import (
+from consensus import progress
+from consensus.assignment import (
     QueueRefused,
     add_study_member,
     assign_example,
@@ -24,7 +24,7 @@ from annotation.services import (
     reassign_assignment,
     withdraw_assignment,
 )
-from consensus import progress
+from consensus.conflicts import PAIR_HIDDEN, is_hidden_from
 from consensus.forms import AddMemberForm, AutoAssignForm, ReaderForm, VoidForm, first_error
 from consensus.services import NotFound, SubmissionRefused, void_annotation
 

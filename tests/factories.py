@@ -124,7 +124,8 @@ def make_reading_study(
     Returns (study, readers, adjudicators).
     """
     from annotation.models import MemberRole, Role, StudyMember
-    from annotation.services import assign_readers, sample_pairs
+    from annotation.services import sample_pairs
+    from consensus.assignment import assign_readers
 
     study = make_study(slug, keep_versions_apart=keep_versions_apart)
     variations = list(study.variations.values_list("key", flat=True))

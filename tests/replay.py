@@ -17,7 +17,8 @@ from annotation.models import (
     StudyMember,
     Task,
 )
-from annotation.services import assign_readers, sample_pairs
+from annotation.services import sample_pairs
+from consensus.assignment import assign_readers
 from consensus.models import Adjudication
 from consensus.services import submit_adjudication, submit_annotation
 from tests.factories import make_pair, make_study, make_user

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import TASK_RATINGS, Assignment, AssignmentStatus, Example, Rating, Role, Task
-from annotation.services import withdraw_assignment
+from consensus.assignment import withdraw_assignment
 from consensus.services import QUEUE_ORDER_END, create_routed_assignment, show_assignment
 from tests.factories import make_reading_study, make_user, rate
 
@@ -46,7 +46,7 @@ def test_a_third_read_routed_to_a_reader_changes_nothing_they_see_before_they_re
     withdraw_assignment(disputed.assignments.get(reader=reader).public_id, actor=coordinator)
     for assignment in disputed.assignments.open():
         withdraw_assignment(assignment.public_id, actor=coordinator)
-    from annotation.services import assign_example
+    from consensus.assignment import assign_example
 
     assign_example(disputed.public_id, first, actor=coordinator)
     assign_example(disputed.public_id, second, actor=coordinator)

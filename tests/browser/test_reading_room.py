@@ -9,7 +9,7 @@ from django.contrib.sessions.models import Session
 from playwright.sync_api import BrowserContext, Page, Request, expect
 
 from annotation.models import Annotation, AssignmentStatus, CandidatePair, Rating, ReportType, Role, Task
-from annotation.services import withdraw_assignment
+from consensus.assignment import withdraw_assignment
 from tests.browser.conftest import ConsoleWatch, fill_login_form, log_in, open_queue, queue, reading_path
 from tests.factories import make_user
 

@@ -10,7 +10,6 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.urls import reverse
 
-from annotation.conflicts import PAIR_HIDDEN, ROW_HIDDEN
 from annotation.models import (
     Assignment,
     AssignmentStatus,
@@ -25,7 +24,8 @@ from annotation.models import (
     Task,
 )
 from annotation.roles import grant_role
-from annotation.services import assign_example
+from consensus.assignment import assign_example
+from consensus.conflicts import PAIR_HIDDEN, ROW_HIDDEN
 from consensus.models import Adjudication, AdjudicationStatus
 from tests.factories import make_reading_study, make_user, rate
 

@@ -18,7 +18,13 @@ from annotation.models import (
     Role,
     Task,
 )
-from annotation.services import QueueRefused, add_study_member, assign_example, reassign_assignment, withdraw_assignment
+from consensus.assignment import (
+    QueueRefused,
+    add_study_member,
+    assign_example,
+    reassign_assignment,
+    withdraw_assignment,
+)
 from consensus.services import NotFound, show_assignment, void_annotation
 from tests.factories import make_reading_study, make_user, rate, rate_open_reads
 

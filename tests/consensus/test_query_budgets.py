@@ -43,7 +43,7 @@ def test_submitting_and_routing_do_not_grow_with_the_study():
 def _conflicted_study(pairs: int):
     """A study whose examples are all unrouted, read by four readers and `both` (coordinator and reader)."""
     from annotation.models import MemberRole, Role, StudyMember
-    from annotation.services import assign_readers
+    from consensus.assignment import assign_readers
     from tests.factories import make_user
 
     study, readers, _ = make_reading_study(pairs=pairs, readers=4, assign=False)

@@ -4,7 +4,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.models import AuditAction, Example, MemberRole, Rating, Role, StudyMember, Task
-from annotation.services import add_study_member
+from consensus.assignment import add_study_member
 from consensus.services import void_annotation
 from tests.factories import make_reading_study, make_user, rate_open_reads
 

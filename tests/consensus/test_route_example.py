@@ -15,10 +15,11 @@ from annotation.models import (
     ReaderQueue,
     Role,
     Task,
+    tiebreak,
 )
-from annotation.services import add_study_member
+from consensus.assignment import add_study_member
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-from consensus.services import submit_adjudication, tiebreak
+from consensus.services import submit_adjudication
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db

@@ -24,7 +24,7 @@ from annotation.models import (
     StudyMember,
     Task,
 )
-from annotation.services import QueueRefused, add_study_member, reassign_assignment, withdraw_assignment
+from consensus.assignment import QueueRefused, add_study_member, reassign_assignment, withdraw_assignment
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
     AlreadySubmitted,

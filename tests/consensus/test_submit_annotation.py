@@ -20,7 +20,7 @@ from annotation.models import (
     StudyMember,
     Task,
 )
-from annotation.services import withdraw_assignment
+from consensus.assignment import withdraw_assignment
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import AlreadySubmitted, NotFound, SubmissionRefused, submit_annotation, void_annotation
 from tests.factories import make_reading_study, rate

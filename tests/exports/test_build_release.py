@@ -41,7 +41,8 @@ from annotation.models import (
     StudyMember,
     Task,
 )
-from annotation.services import assign_readers, sample_pairs
+from annotation.services import sample_pairs
+from consensus.assignment import assign_readers
 from consensus.models import Adjudication, ConsensusLabel, LabelSource
 from consensus.services import submit_adjudication, void_annotation
 from exports.services import ReleaseRefused, build_release, zip_release

@@ -28,7 +28,8 @@ from annotation.models import (
     Task,
 )
 from annotation.roles import enrolment_warning, grant_role, user_roles
-from annotation.services import add_study_member, assign_readers, import_pairs, sample_pairs
+from annotation.services import import_pairs, sample_pairs
+from consensus.assignment import add_study_member, assign_readers
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import NotFound, show_adjudication, show_assignment, submit_adjudication, submit_annotation
 

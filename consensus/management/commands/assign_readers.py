@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from annotation.models import Study, Task
-from annotation.services import QueueRefused, assign_readers
+from consensus.assignment import QueueRefused, assign_readers
 
 
 class Command(BaseCommand):

@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from annotation.models import Assignment, AssignmentStatus, CandidatePair, Study
+from consensus.models import Adjudication, AdjudicationStatus
 
 PAIR_HIDDEN = (
     "You are a reader of this pair and have not rated it yet; its details are hidden until you have "
@@ -24,8 +25,6 @@ def pairs_with_open_work(user: AbstractBaseUser) -> QuerySet:
 
     A queryset of CandidatePair, to filter further or to use as a subquery.
     """
-    from consensus.models import Adjudication, AdjudicationStatus
-
     open_reads = Assignment.objects.filter(reader=user, status=AssignmentStatus.OPEN).values("example__pair_id")
     open_adjudications = Adjudication.objects.filter(adjudicator=user, status=AdjudicationStatus.OPEN).values(
         "example__pair_id"

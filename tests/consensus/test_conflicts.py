@@ -3,9 +3,9 @@
 import pytest
 from django.contrib.auth.models import Permission
 
-from annotation.conflicts import hidden_pair_ids, is_hidden_from, pairs_with_open_work
 from annotation.models import AssignmentStatus, Example, ReportType, Role, Task
 from annotation.roles import enrolment_warning, roles_by_user, user_roles
+from consensus.conflicts import hidden_pair_ids, is_hidden_from, pairs_with_open_work
 from consensus.models import Adjudication, AdjudicationStatus
 from tests.factories import make_assignment, make_example, make_pair, make_study, make_user
 

@@ -7,7 +7,6 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from annotation import services
 from annotation.models import (
     Assignment,
     AssignmentStatus,
@@ -21,9 +20,11 @@ from annotation.models import (
     Study,
     StudyMember,
     Task,
+    tiebreak,
 )
-from annotation.services import QueueRefused, assign_example, assign_readers
-from consensus.services import tiebreak, void_annotation
+from consensus import assignment as assignment_module
+from consensus.assignment import QueueRefused, assign_example, assign_readers
+from consensus.services import void_annotation
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -458,7 +459,7 @@ def test_the_queues_are_the_same_whatever_the_chunk_size(coordinator, monkeypatc
         in_one_chunk = _snapshot(study)
         raise Rollback
 
-    monkeypatch.setattr(services, "ASSIGN_CHUNK", chunk)
+    monkeypatch.setattr(assignment_module, "ASSIGN_CHUNK", chunk)
     chunked = assign_readers(study, actor=coordinator).as_dict()
 
     assert _snapshot(study) == in_one_chunk

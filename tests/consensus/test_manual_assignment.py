@@ -18,7 +18,7 @@ from annotation.models import (
     StudyMember,
     Task,
 )
-from annotation.services import (
+from consensus.assignment import (
     QueueRefused,
     add_study_member,
     assign_example,
