@@ -182,25 +182,25 @@ def _build(release: Release, monitor: BuildMonitor, keep_folder: Path | None, on
     work = build_dir(release)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    try:
-        folder = work / release.root_folder
-        summary = build_release(
-            release.study,
-            folder,
-            license_text=release.license_text,
-            version=release.version,
-            datasets=release.datasets or None,
-            include_unfinished=release.include_unfinished,
-            progress=progress,
-        )
-        name = f"{release.public_id}.zip"
-        partial = work / name
-        sha256 = zip_release(folder, partial, root=release.root_folder)
-        os.replace(partial, releases_dir / name)
-        if keep_folder is not None:
-            _move_folder(folder, keep_folder)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    # From here on, a failure anywhere leaves the clean-up to _fail (remove_build_files), the same
+    # clean-up as for a build whose worker died.
+    folder = work / release.root_folder
+    summary = build_release(
+        release.study,
+        folder,
+        license_text=release.license_text,
+        version=release.version,
+        datasets=release.datasets or None,
+        include_unfinished=release.include_unfinished,
+        progress=progress,
+    )
+    name = f"{release.public_id}.zip"
+    partial = work / name
+    sha256 = zip_release(folder, partial, root=release.root_folder)
+    os.replace(partial, releases_dir / name)
+    if keep_folder is not None:
+        _move_folder(folder, keep_folder)
+    shutil.rmtree(work)
     Release.objects.filter(pk=release.pk).update(
         status=ReleaseStatus.DONE,
         progress=100,
@@ -221,6 +221,6 @@ def _move_folder(folder: Path, destination: Path) -> None:
 
 
 def _fail(release: Release, error: str) -> None:
-    Release.objects.filter(pk=release.pk).update(status=ReleaseStatus.FAILED, error=error, finished_at=timezone.now())
-    # Whatever the build got as far as: the folder, or the zip moved into place just before a crash.
+    # Whatever the build got as far as: its folder, or its zip moved into place just before the error.
     remove_build_files(release)
+    Release.objects.filter(pk=release.pk).update(status=ReleaseStatus.FAILED, error=error, finished_at=timezone.now())
