@@ -124,7 +124,8 @@ class Release(models.Model):
 
     @property
     def can_download(self) -> bool:
-        return self.is_done and not self.is_deleted
+        """Done, with a zip (export_release writes a folder instead), not deleted."""
+        return self.is_done and bool(self.zip_path) and not self.is_deleted
 
     @property
     def can_retry(self) -> bool:

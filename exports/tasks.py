@@ -53,7 +53,7 @@ def build_release_task(release_public_id: str) -> dict:
 def run_release_build(
     release_public_id: str,
     *,
-    keep_folder: Path | None = None,
+    folder_only: Path | None = None,
     on_progress: Progress | None = None,
     on_summary: Callable[[ReleaseSummary], None] | None = None,
 ) -> dict:
@@ -62,8 +62,8 @@ def run_release_build(
     Runs once per release: a release that is no longer queued (built, failed, or taken by another
     worker) is left alone. Every outcome is written on the Release; a failure says why, in words
     for the data manager, while the traceback goes to the log, and leaves no file behind.
-    keep_folder: also move the release folder there (the command's --out); on_progress and
-    on_summary: the command's progress bar and report.
+    folder_only: write the release folder there instead of a zip (the command's --out);
+    on_progress and on_summary: the command's progress bar and report.
     """
     claimed = Release.objects.filter(public_id=release_public_id, status=ReleaseStatus.QUEUED).update(
         status=ReleaseStatus.RUNNING, progress=0, error="", heartbeat_at=timezone.now()
@@ -75,7 +75,7 @@ def run_release_build(
     monitor = BuildMonitor(release.pk)
     try:
         with monitor:
-            summary = _build(release, monitor, keep_folder, on_progress)
+            summary = _build(release, monitor, folder_only, on_progress)
         if on_summary:
             on_summary(summary)
     except ReleaseRefused as refused:
@@ -163,7 +163,9 @@ class BuildMonitor:
             logger.exception("Release %s: could not write progress or heartbeat", self.release_pk)
 
 
-def _build(release: Release, monitor: BuildMonitor, keep_folder: Path | None, on_progress: Progress | None) -> None:
+def _build(
+    release: Release, monitor: BuildMonitor, folder_only: Path | None, on_progress: Progress | None
+) -> ReleaseSummary:
     releases_dir = Path(settings.RELEASES_DIR)
     releases_dir.mkdir(parents=True, exist_ok=True)
     reported = 0
@@ -177,30 +179,33 @@ def _build(release: Release, monitor: BuildMonitor, keep_folder: Path | None, on
             reported = percent
             monitor.progress(percent)
 
-    # Built beside the zips (same disk, not a RAM-backed /tmp), in a folder named after the
-    # release, so that the partial files of a worker killed mid-build can be found and removed.
-    work = build_dir(release)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
-    # From here on, a failure anywhere leaves the clean-up to _fail (remove_build_files), the same
-    # clean-up as for a build whose worker died.
-    folder = work / release.root_folder
-    summary = build_release(
-        release.study,
-        folder,
-        license_text=release.license_text,
-        version=release.version,
-        datasets=release.datasets or None,
-        include_unfinished=release.include_unfinished,
-        progress=progress,
-    )
-    name = f"{release.public_id}.zip"
-    partial = work / name
-    sha256 = zip_release(folder, partial, root=release.root_folder)
-    os.replace(partial, releases_dir / name)
-    if keep_folder is not None:
-        _move_folder(folder, keep_folder)
-    shutil.rmtree(work)
+    options = {
+        "license_text": release.license_text,
+        "version": release.version,
+        "datasets": release.datasets or None,
+        "include_unfinished": release.include_unfinished,
+        "progress": progress,
+    }
+    if folder_only is not None:
+        # export_release: the folder is what was asked for (build_release writes it next to its
+        # destination and moves it into place whole); no zip.
+        summary = build_release(release.study, folder_only, **options)
+        name, sha256 = "", ""
+    else:
+        # Built beside the zips (same disk, not a RAM-backed /tmp), in a folder named after the
+        # release, so that the partial files of a worker killed mid-build can be found and removed.
+        # From here on a failure anywhere leaves the clean-up to _fail (remove_build_files), the
+        # same clean-up as for a build whose worker died.
+        work = build_dir(release)
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        folder = work / release.root_folder
+        summary = build_release(release.study, folder, **options)
+        name = f"{release.public_id}.zip"
+        partial = work / name
+        sha256 = zip_release(folder, partial, root=release.root_folder)
+        os.replace(partial, releases_dir / name)
+        shutil.rmtree(work)
     Release.objects.filter(pk=release.pk).update(
         status=ReleaseStatus.DONE,
         progress=100,
@@ -211,13 +216,6 @@ def _build(release: Release, monitor: BuildMonitor, keep_folder: Path | None, on
         heartbeat_at=timezone.now(),
     )
     return summary
-
-
-def _move_folder(folder: Path, destination: Path) -> None:
-    if destination.exists():
-        destination.rmdir()  # checked empty before the build; refuses (OSError) if something appeared
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(folder, destination)
 
 
 def _fail(release: Release, error: str) -> None:

@@ -86,16 +86,19 @@ def test_a_build_broken_while_zipping_fails_and_leaves_no_partial_zip(monkeypatc
 @pytest.mark.django_db
 def test_a_build_broken_after_its_zip_was_moved_into_place_removes_the_zip(monkeypatch, releases_dir):
     release = make_release(rated_study())
+    replace = tasks.os.replace
 
-    def broken_move(*args, **kwargs):
-        raise OSError("Permission denied")
+    def moved_then_broken(source, destination):
+        replace(source, destination)
+        if str(destination).endswith(".zip"):
+            raise OSError("Input/output error")
 
-    # The zip is in place; then moving the folder to --out (export_release) fails.
-    monkeypatch.setattr(tasks, "_move_folder", broken_move)
-    tasks.run_release_build(str(release.public_id), keep_folder=releases_dir.parent / "out")
+    monkeypatch.setattr(tasks.os, "replace", moved_then_broken)
+    build_release_task.call(str(release.public_id))
 
     release.refresh_from_db()
     assert release.status == ReleaseStatus.FAILED
+    assert "failed unexpectedly" in release.error
     assert _everything_under(releases_dir) == []
 
 

@@ -184,7 +184,9 @@ def test_a_command_build_takes_its_version(tmp_path, releases_dir):
 
     release = Release.objects.get()
     assert (release.version, release.status, release.requested_by) == ("3.0.0", ReleaseStatus.DONE, None)
-    assert release.zip_file().is_file()
+    assert release.row_counts["task1/task1_full.csv"] == 9
     assert (tmp_path / "out" / "README.md").is_file()
+    assert not release.can_download  # the command writes a folder, not a zip
+    assert not releases_dir.exists() or list(releases_dir.iterdir()) == []
     with pytest.raises(ReleaseRefused, match=TAKEN):
         _request(study)

@@ -12,8 +12,7 @@ from exports.tasks import run_release_build
 class Command(BaseCommand):
     help = (
         "Build a study's PhysioNet release folder (task1/task2 CSVs, README.md, LICENSE.txt, SHA256SUMS.txt) "
-        "in this process. It is recorded like a build from the releases page (its version is taken, its zip "
-        "kept in READINGROOM_RELEASES_DIR) and the folder is written to --out."
+        "in this process, into --out. It is listed with the builds of the releases page, and takes its version."
     )
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs) -> CommandParser:
@@ -48,6 +47,7 @@ class Command(BaseCommand):
             license_text = study.license_text
         out = options["out"]
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            # Checked before the version is taken; build_release checks it again.
             raise CommandError(f"{out} is not empty. Give a new folder for the release.")
         try:
             release = request_release(
@@ -75,7 +75,7 @@ class Command(BaseCommand):
 
         try:
             run_release_build(
-                str(release.public_id), keep_folder=out, on_progress=progress, on_summary=summaries.append
+                str(release.public_id), folder_only=out, on_progress=progress, on_summary=summaries.append
             )
         finally:
             if bar is not None:
@@ -90,6 +90,4 @@ class Command(BaseCommand):
             left_out = summary.counts[task].left_out
             if left_out:
                 self.stdout.write(f"{Task(task).label}: {left_out} examples without a consensus left out.")
-        self.stdout.write(
-            self.style.SUCCESS(f"Release {summary.version} written to {out} (zip: {release.zip_file()}).")
-        )
+        self.stdout.write(self.style.SUCCESS(f"Release {summary.version} written to {out}."))
