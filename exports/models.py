@@ -194,3 +194,11 @@ class ReleaseEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.action}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise TypeError("Release events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("Release events are append-only.")

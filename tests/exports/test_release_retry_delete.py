@@ -281,3 +281,19 @@ def test_the_list_with_deleted_builds_keeps_its_query_count(client, data_manager
             client.get(f"/api/studies/{study.slug}/releases/")
         counts.append((len(page), len(api)))
     assert counts[0] == counts[1]
+
+
+def test_the_release_audit_trail_is_append_only(client, data_manager):
+    release = _failed(make_study("s1"))
+    client.force_login(data_manager)
+    client.delete(f"/api/releases/{release.public_id}/")
+    event = ReleaseEvent.objects.get(action=ReleaseAction.DELETED)
+
+    with pytest.raises(TypeError, match="append-only"):
+        event.save()
+    with pytest.raises(TypeError, match="append-only"):
+        event.delete()
+    with pytest.raises(TypeError, match="append-only"):
+        ReleaseEvent.objects.update(detail="")
+    with pytest.raises(TypeError, match="append-only"):
+        ReleaseEvent.objects.all().delete()
