@@ -35,6 +35,10 @@ BUILD_SHARE = 95
 WRITE_WAIT_SECONDS = 60
 
 
+class BuildAbandoned(Exception):
+    """The release was marked Failed by someone else while this build ran."""
+
+
 class WorkerLost(Exception):
     """Recorded on the task queue's result of a build whose worker stopped without a word (see fail_stale_releases)."""
 
@@ -78,6 +82,9 @@ def run_release_build(
             summary = _build(release, monitor, folder_only, on_progress)
         if on_summary:
             on_summary(summary)
+    except BuildAbandoned:
+        logger.warning("Release %s was marked failed during its build; its files are removed.", release.public_id)
+        remove_build_files(release)
     except ReleaseRefused as refused:
         _fail(release, str(refused))
     except Exception:
@@ -206,7 +213,7 @@ def _build(
         sha256 = zip_release(folder, partial, root=release.root_folder)
         os.replace(partial, releases_dir / name)
         shutil.rmtree(work)
-    Release.objects.filter(pk=release.pk).update(
+    finished = Release.objects.filter(pk=release.pk, status=ReleaseStatus.RUNNING).update(
         status=ReleaseStatus.DONE,
         progress=100,
         sha256=sha256,
@@ -215,10 +222,17 @@ def _build(
         finished_at=timezone.now(),
         heartbeat_at=timezone.now(),
     )
+    if not finished:
+        # Marked Failed meanwhile (its heartbeats stopped reaching the database for too long):
+        # that verdict stands, and a Failed release has no zip.
+        raise BuildAbandoned(f"Release {release.public_id} was marked failed during its build.")
     return summary
 
 
 def _fail(release: Release, error: str) -> None:
     # Whatever the build got as far as: its folder, or its zip moved into place just before the error.
     remove_build_files(release)
-    Release.objects.filter(pk=release.pk).update(status=ReleaseStatus.FAILED, error=error, finished_at=timezone.now())
+    # Only a running build: one already marked Failed (its worker taken for lost) keeps that reason.
+    Release.objects.filter(pk=release.pk, status=ReleaseStatus.RUNNING).update(
+        status=ReleaseStatus.FAILED, error=error, finished_at=timezone.now()
+    )

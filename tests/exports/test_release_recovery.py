@@ -263,3 +263,36 @@ def test_a_database_worker_records_the_task_of_the_build(releases_dir):
 
 def test_the_documented_timeout_is_several_heartbeats():
     assert models.HEARTBEAT_TIMEOUT >= 6 * models.HEARTBEAT_INTERVAL
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("when", ["while zipping", "once its zip is in place"])
+def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypatch, releases_dir, when):
+    # A worker frozen (not dead) past the timeout, then resumed: the verdict "Failed" stands.
+    release = make_release(rated_study())
+    zip_release, replace = services.zip_release, tasks.os.replace
+
+    def freeze():
+        Release.objects.filter(pk=release.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+        assert services.fail_stale_releases()
+
+    def frozen_while_zipping(folder, zip_path, *, root):
+        freeze()
+        return zip_release(folder, zip_path, root=root)
+
+    def frozen_after_the_zip_moved(source, destination):
+        replace(source, destination)
+        if str(destination).endswith(".zip"):
+            freeze()
+
+    if when == "while zipping":
+        monkeypatch.setattr(tasks, "zip_release", frozen_while_zipping)
+    else:
+        monkeypatch.setattr(tasks.os, "replace", frozen_after_the_zip_moved)
+    outcome = build_release_task.call(str(release.public_id))
+
+    release.refresh_from_db()
+    assert outcome["status"] == release.status == ReleaseStatus.FAILED
+    assert "worker building this release stopped" in release.error
+    assert release.zip_path == ""
+    assert _everything_under(releases_dir) == []
