@@ -266,11 +266,11 @@ def test_the_documented_timeout_is_several_heartbeats():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("when", ["while zipping", "once its zip is in place"])
+@pytest.mark.parametrize("when", ["while zipping", "just before it is marked done"])
 def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypatch, releases_dir, when):
     # A worker frozen (not dead) past the timeout, then resumed: the verdict "Failed" stands.
     release = make_release(rated_study())
-    zip_release, replace = services.zip_release, tasks.os.replace
+    zip_release, rmtree = services.zip_release, tasks.shutil.rmtree
 
     def freeze():
         Release.objects.filter(pk=release.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
@@ -280,15 +280,15 @@ def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypat
         freeze()
         return zip_release(folder, zip_path, root=root)
 
-    def frozen_after_the_zip_moved(source, destination):
-        replace(source, destination)
-        if str(destination).endswith(".zip"):
+    def frozen_after_the_last_file_step(path, *args, **kwargs):
+        rmtree(path, *args, **kwargs)
+        if path == services.build_dir(release) and not args and not kwargs:
             freeze()
 
     if when == "while zipping":
         monkeypatch.setattr(tasks, "zip_release", frozen_while_zipping)
     else:
-        monkeypatch.setattr(tasks.os, "replace", frozen_after_the_zip_moved)
+        monkeypatch.setattr(tasks.shutil, "rmtree", frozen_after_the_last_file_step)
     outcome = build_release_task.call(str(release.public_id))
 
     release.refresh_from_db()
