@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 import zipfile
 from collections import Counter
 from collections.abc import Callable
@@ -505,10 +506,12 @@ def _record(release: Release, action: str, user: AbstractBaseUser | None, *, det
 
 
 def _fail_task_result(release: Release) -> None:
-    """The queue's own record of the build, left "running" by the dead worker."""
-    if not release.task_id:
-        return
-    DBTaskResult.objects.filter(id=release.task_id, status=TaskResultStatus.RUNNING).update(
+    """The queue's own record of the build, left "running" by the dead worker (database queue only)."""
+    try:
+        task_id = uuid.UUID(release.task_id)
+    except ValueError:
+        return  # no task id, or another backend's (the test settings' Dummy, the Immediate backend)
+    DBTaskResult.objects.filter(id=task_id, status=TaskResultStatus.RUNNING).update(
         status=TaskResultStatus.FAILED,
         finished_at=timezone.now(),
         exception_class_path="exports.tasks.WorkerLost",

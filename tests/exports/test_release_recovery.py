@@ -296,3 +296,13 @@ def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypat
     assert "worker building this release stopped" in release.error
     assert release.zip_path == ""
     assert _everything_under(releases_dir) == []
+
+
+@pytest.mark.django_db
+def test_a_task_id_of_another_backend_is_left_alone(releases_dir):
+    release = _left_by_a_dead_worker(make_study("s1"), releases_dir)
+    Release.objects.filter(pk=release.pk).update(task_id="x" * 32)  # the Dummy and Immediate backends' ids
+
+    [failed] = services.fail_stale_releases()
+
+    assert failed.status == ReleaseStatus.FAILED
