@@ -5,6 +5,7 @@ run inside the request (202 Accepted). Retrying or deleting a build in the wrong
 """
 
 import json
+from collections.abc import Callable
 
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
@@ -133,7 +134,7 @@ class ReleaseViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewse
         """Queue a failed build again, same options and version (409 if another build took the version since)."""
         return self._act(retry_release, status.HTTP_202_ACCEPTED)
 
-    def _act(self, service, success: int = status.HTTP_200_OK) -> Response:
+    def _act(self, service: Callable[..., Release], success: int = status.HTTP_200_OK) -> Response:
         release = self.get_object()
         try:
             release = service(release, user=self.request.user)

@@ -1,6 +1,7 @@
 """The data manager's pages: queue a release build, watch it, download, retry or delete it."""
 
 import uuid
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.db.models import Count, Max
@@ -79,19 +80,21 @@ def zip_response(release: Release) -> FileResponse:
     return FileResponse(path.open("rb"), as_attachment=True, filename=release.filename, content_type="application/zip")
 
 
-def _release_action(request: HttpRequest, release_id: uuid.UUID, action, done: str) -> HttpResponse:
+def _release_action(
+    request: HttpRequest, release_id: uuid.UUID, action: Callable[..., Release], done: Callable[[Release], str]
+) -> HttpResponse:
     """Retry or delete a build; answer the list (htmx) or go back to the page, saying what happened."""
     release = get_object_or_404(Release.objects.select_related("study"), public_id=release_id)
     study = release.study
     try:
-        action(release, user=request.user)
+        release = action(release, user=request.user)
     except (ReleaseConflict, ReleaseRefused) as refused:
         if not request.htmx:
             messages.error(request, str(refused))
             return redirect("release_list", slug=study.slug)
         context = _releases_context(study, refusal=str(refused), refused_id=release.public_id)
         return render(request, "exports/release_list.html#release-list", context, status=UNPROCESSABLE)
-    notice = done.format(version=release.version)
+    notice = done(release)
     if not request.htmx:
         messages.success(request, notice)
         return redirect("release_list", slug=study.slug)
@@ -101,15 +104,18 @@ def _release_action(request: HttpRequest, release_id: uuid.UUID, action, done: s
 @require_POST
 @role_required(Role.DATA_MANAGER)
 def release_retry(request: HttpRequest, release_id: uuid.UUID) -> HttpResponse:
-    return _release_action(request, release_id, retry_release, "Release {version} is queued again.")
+    return _release_action(request, release_id, retry_release, lambda r: f"Release {r.version} is queued again.")
 
 
 @require_POST
 @role_required(Role.DATA_MANAGER)
 def release_delete(request: HttpRequest, release_id: uuid.UUID) -> HttpResponse:
-    return _release_action(
-        request, release_id, delete_release, "Release {version} is deleted; its version stays taken."
-    )
+    def done(release: Release) -> str:
+        if release.is_done:
+            return f"Release {release.version} is deleted; its version stays taken."
+        return f"The failed build of {release.version} is deleted; the version is free."
+
+    return _release_action(request, release_id, delete_release, done)
 
 
 @role_required(Role.DATA_MANAGER)

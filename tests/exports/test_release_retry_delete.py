@@ -297,3 +297,14 @@ def test_the_release_audit_trail_is_append_only(client, data_manager):
         ReleaseEvent.objects.update(detail="")
     with pytest.raises(TypeError, match="append-only"):
         ReleaseEvent.objects.all().delete()
+
+
+def test_deleting_a_failed_build_on_the_page_says_its_version_is_free(client, data_manager):
+    release = _failed(make_study("s1"), version="4.0.0")
+    client.force_login(data_manager)
+
+    html = client.post(reverse("release_delete", args=[release.public_id]), **HTMX).content.decode()
+
+    assert "The failed build of 4.0.0 is deleted; the version is free." in html
+    assert "deleted by dm on" in html
+    assert reverse("release_retry", args=[release.public_id]) not in html
