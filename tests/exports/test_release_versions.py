@@ -176,7 +176,7 @@ def test_the_command_refuses_a_taken_version_and_writes_nothing(tmp_path):
 
 
 @pytest.mark.django_db
-def test_a_command_build_takes_its_version(tmp_path, releases_dir):
+def test_a_command_build_takes_its_version(client, tmp_path, releases_dir):
     study = rated_study("s1")
     out = io.StringIO()
 
@@ -190,3 +190,7 @@ def test_a_command_build_takes_its_version(tmp_path, releases_dir):
     assert not releases_dir.exists() or list(releases_dir.iterdir()) == []
     with pytest.raises(ReleaseRefused, match=TAKEN):
         _request(study)
+    client.force_login(make_user(Role.DATA_MANAGER))
+    [listed] = client.get("/api/studies/s1/releases/").json()["results"]
+    assert (listed["requested_by"], listed["status"], listed["download_url"]) == (None, "done", None)
+    assert "with the export_release command" in client.get(reverse("release_list", args=["s1"])).content.decode()
