@@ -13,7 +13,7 @@ import zipfile
 from collections import Counter
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
 
 from annotation.models import Annotation, Example, Rating, Role, Task
 from consensus.models import ConsensusLabel
@@ -120,3 +120,11 @@ def test_ratings_submitted_and_voided_during_a_build_do_not_reach_it(monkeypatch
         readme = archive.read(f"{root}/README.md").decode("utf-8")
         assert "- Annotations (`task1_full.csv`): 6\n- Examples with 2 annotations: 3;" in readme
         assert "left out (Task 1: Realism: 1; Task 2: Clinical Equivalence: 0)" in readme
+
+
+def test_sqlite_runs_in_wal_mode_so_a_reading_build_does_not_hold_writers_up():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite only")
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone()[0] == "wal"
