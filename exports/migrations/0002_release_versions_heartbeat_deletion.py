@@ -3,6 +3,37 @@
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+from django.db.models import Count
+
+
+def refuse_versions_built_twice(apps, schema_editor):
+    """Before the constraint: a version built twice must be sorted out by a person, not guessed here."""
+    Release = apps.get_model("exports", "Release")
+    twice = (
+        Release.objects.exclude(status="failed")
+        .values("study__slug", "version")
+        .annotate(builds=Count("id"))
+        .filter(builds__gt=1)
+        .order_by("study__slug", "version")
+    )
+    if twice:
+        found = "; ".join(
+            f"{row['study__slug']} {row['version']}: "
+            + ", ".join(
+                str(public_id)
+                for public_id in Release.objects.filter(study__slug=row["study__slug"], version=row["version"])
+                .exclude(status="failed")
+                .order_by("created_at")
+                .values_list("public_id", flat=True)
+            )
+            for row in twice
+        )
+        raise RuntimeError(
+            "A version must name one content, but these versions were built more than once: "
+            f"{found}. Keep the build that was published and mark the others failed (in a database shell: "
+            "UPDATE exports_release SET status = 'failed', error = 'Built twice under one version.' "
+            "WHERE public_id IN (...)), then migrate again."
+        )
 
 
 class Migration(migrations.Migration):
@@ -13,6 +44,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.RunPython(refuse_versions_built_twice, migrations.RunPython.noop),
         migrations.CreateModel(
             name='ReleaseEvent',
             fields=[
