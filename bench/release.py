@@ -145,6 +145,9 @@ def main() -> None:
                 str(work / "release"),
                 "--license",
                 str(license_file),
+                # Each build takes its version for good: a fresh one per run (with --keep).
+                "--version",
+                f"0.{time.time_ns()}",
                 "--no-progress",
             ],
             env,
@@ -169,6 +172,7 @@ def main() -> None:
     print(f"{'COPY ... TO STDOUT':<22}{copy_seconds:>10.1f}{copy_mb:>10.0f}{copy_bytes / 1e6:>12.1f}")
     print(f"build / COPY: {build_seconds / copy_seconds:.2f}x (target <= 3x); peak memory target < 400 MB")
     print(f"(this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
+    print("load average (1, 5, 15 min): " + ", ".join(f"{load:.2f}" for load in os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -98,8 +98,11 @@ def _database_from_url(url: str) -> dict:
             "timeout": env_int("DATABASE_POOL_TIMEOUT", 10),
         }
     if config["ENGINE"] == "django.db.backends.sqlite3":
-        # Wait for a writer instead of failing at once with "database is locked".
-        config.setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+        # Wait for a writer instead of failing at once with "database is locked". WAL: a reader
+        # (a release build's snapshot) does not stop writers from committing, nor they it.
+        config.setdefault("OPTIONS", {}).update(
+            {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL"}
+        )
     return config
 
 

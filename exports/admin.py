@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from annotation.admin import ReadOnlyAdmin
-from exports.models import Release
+from exports.models import Release, ReleaseEvent
 
 
 @admin.register(Release)
@@ -29,4 +29,20 @@ class ReleaseAdmin(ReadOnlyAdmin):
         "row_counts",
         "sha256",
         "zip_path",
+        "heartbeat_at",
+        "task_id",
+        "deleted_at",
+        "deleted_by",
     ]
+
+
+@admin.register(ReleaseEvent)
+class ReleaseEventAdmin(ReadOnlyAdmin):
+    """Who requested, retried or deleted which build, and builds failed for a lost worker: append-only."""
+
+    list_display = ["created_at", "release", "action", "actor"]
+    list_filter = ["action"]
+    list_select_related = ["release__study", "actor"]
+    search_fields = ["release__study__slug", "release__version", "detail"]
+    date_hierarchy = "created_at"
+    readonly_fields = ["created_at", "release", "action", "actor", "detail"]

@@ -1,9 +1,11 @@
-"""The data manager's API: queue release builds, follow them, download the zip.
+"""The data manager's API: queue release builds, follow them, download, retry or delete them.
 
-Bad options answer 400 {"detail": ...}; a build is never run inside the request (202 Accepted).
+Bad options (a version already taken among them) answer 400 {"detail": ...}; a build is never
+run inside the request (202 Accepted). Retrying or deleting a build in the wrong state is 409.
 """
 
 import json
+from collections.abc import Callable
 
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
@@ -19,7 +21,14 @@ from annotation.permissions import IsDataManager
 from annotation.serializers import DetailSerializer
 from exports import serializers
 from exports.models import Release, ReleaseStatus
-from exports.services import ReleaseRefused, request_release
+from exports.services import (
+    ReleaseConflict,
+    ReleaseRefused,
+    delete_release,
+    fail_stale_releases,
+    request_release,
+    retry_release,
+)
 from exports.views import zip_response
 
 TAGS = ["releases"]
@@ -48,11 +57,12 @@ class StudyReleaseViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def get_queryset(self):
         # Roles are global: a data manager sees the releases of every study.
         study = get_object_or_404(Study, slug=self.kwargs["slug"])
-        return study.releases.select_related("study", "requested_by")
+        return study.releases.select_related("study", "requested_by", "deleted_by")
 
     @extend_schema(tags=TAGS, parameters=[STUDY_SLUG])
     def list(self, request: Request, *args, **kwargs) -> Response:
         """Every build of the study: options, status, progress, row counts, the zip's SHA-256."""
+        fail_stale_releases()
         return super().list(request, *args, **kwargs)
 
     @extend_schema(
@@ -85,12 +95,15 @@ class StudyReleaseViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
 
-class ReleaseViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """One release build: its status and, once done, its zip."""
+CONFLICT = OpenApiResponse(DetailSerializer, description="Not possible in the build's current state.")
+
+
+class ReleaseViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """One release build: its status and, once done, its zip; retry a failed build, delete a finished one."""
 
     permission_classes = [IsDataManager]
     serializer_class = serializers.ReleaseSerializer
-    queryset = Release.objects.select_related("study", "requested_by")
+    queryset = Release.objects.select_related("study", "requested_by", "deleted_by")
     lookup_field = "public_id"
     lookup_url_kwarg = "release_id"
     lookup_value_regex = UUID_PATTERN
@@ -98,7 +111,36 @@ class ReleaseViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @extend_schema(tags=TAGS)
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
         """Status, progress (percent), error, row counts and the zip's SHA-256."""
+        fail_stale_releases()
         return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={200: serializers.ReleaseSerializer, 404: DetailSerializer, 409: CONFLICT},
+    )
+    def destroy(self, request: Request, release_id: str) -> Response:
+        """Delete the zip of a finished (or failed) build. The release stays listed, marked deleted by you,
+        and its version stays taken; nothing is deleted otherwise."""
+        return self._act(delete_release)
+
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={202: serializers.ReleaseSerializer, 404: DetailSerializer, 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, release_id: str) -> Response:
+        """Queue a failed build again, same options and version (409 if another build took the version since)."""
+        return self._act(retry_release, status.HTTP_202_ACCEPTED)
+
+    def _act(self, service: Callable[..., Release], success: int = status.HTTP_200_OK) -> Response:
+        release = self.get_object()
+        try:
+            release = service(release, user=self.request.user)
+        except (ReleaseConflict, ReleaseRefused) as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+        return Response(self.get_serializer(release).data, status=success)
 
     @extend_schema(
         tags=TAGS,
@@ -110,5 +152,7 @@ class ReleaseViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["get"], renderer_classes=[renderers.JSONRenderer, ZipRenderer])
     def download(self, request: Request, release_id: str) -> FileResponse:
         """The release zip (a folder <slug>-<version>/ with the PhysioNet files). 404 until the build is done."""
-        release = get_object_or_404(self.get_queryset(), public_id=release_id, status=ReleaseStatus.DONE)
+        release = get_object_or_404(
+            self.get_queryset(), public_id=release_id, status=ReleaseStatus.DONE, deleted_at__isnull=True
+        )
         return zip_response(release)

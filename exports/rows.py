@@ -16,10 +16,13 @@ shuffle that is reproducible but says nothing about who rated what, or when.
 # names only; every value (study, task, datasets, labels) is passed as a query parameter.
 
 import hashlib
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from psycopg import sql as pgsql
 
 from annotation.models import (
     Annotation,
@@ -44,6 +47,9 @@ ADJUDICATION = Adjudication._meta.db_table
 
 SQLITE_SHA256 = "readingroom_sha256"
 BATCH = 2000
+
+# The snapshot the COPY connections of the build in this thread import (PostgreSQL).
+_snapshot = threading.local()
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,46 @@ def consensus_query(selection: Selection) -> tuple[str, list]:
     return sql, params
 
 
+@contextmanager
+def snapshot() -> Iterator[None]:
+    """Every read of the database inside this block sees one and the same committed state.
+
+    PostgreSQL: a REPEATABLE READ, READ ONLY transaction on this connection; its snapshot is
+    exported (pg_export_snapshot()) and each COPY connection of stream() imports it (SET
+    TRANSACTION SNAPSHOT), so the six files, the counts and the README agree with each other
+    whatever is submitted meanwhile. SQLite: one deferred read transaction on this connection;
+    in WAL mode (the project's setting) it reads the database as it was at its first read while
+    other connections keep committing (in rollback-journal mode, writers wait for it instead).
+
+    Nothing may be written on this connection inside the block: progress goes through another
+    one. Inside a transaction already (a caller's atomic block, a test), the reads stay in it.
+    """
+    if connection.in_atomic_block:
+        yield
+        return
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                cursor.execute("SELECT pg_export_snapshot()")
+                (_snapshot.id,) = cursor.fetchone()
+            try:
+                yield
+            finally:
+                _snapshot.id = None
+        return
+    # Not atomic(): the project's SQLite connections begin IMMEDIATE (a write lock), which would
+    # keep the progress writes out for the whole build. A deferred transaction only reads.
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN DEFERRED")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ROLLBACK")  # nothing was written: this only ends the read
+
+
 def stream(sql: str, params: list, types: tuple[str, ...] = ()) -> Iterator[tuple]:
     """The query's rows as the database produces them, the record (first column) as UTF-8 bytes.
 
@@ -236,6 +282,8 @@ def stream(sql: str, params: list, types: tuple[str, ...] = ()) -> Iterator[tupl
             while rows := cursor.fetchmany(BATCH):
                 for record, *rest in rows:
                     yield (record.encode("utf-8"), *rest)
+    elif getattr(_snapshot, "id", None):
+        yield from _copy_rows(sql, params, types, _snapshot.id)
     elif connection.in_atomic_block:
         # Only this connection sees the caller's uncommitted rows. A server-side cursor leaves it
         # free for other queries between batches, which a COPY in progress would not.
@@ -249,13 +297,20 @@ def stream(sql: str, params: list, types: tuple[str, ...] = ()) -> Iterator[tupl
         yield from _copy_rows(sql, params, types)
 
 
-def _copy_rows(sql: str, params: list, types: tuple[str, ...]) -> Iterator[tuple]:
-    """Binary COPY on a second connection: the fastest way out of PostgreSQL."""
+def _copy_rows(sql: str, params: list, types: tuple[str, ...], snapshot_id: str | None = None) -> Iterator[tuple]:
+    """Binary COPY on a second connection: the fastest way out of PostgreSQL.
+
+    With a snapshot id (see snapshot()), the COPY reads the database as the exporting transaction does.
+    """
     copier = connections.create_connection(DEFAULT_DB_ALIAS)
     try:
         copier.ensure_connection()
         raw = copier.connection
         with raw.transaction(), raw.cursor() as cursor:
+            if snapshot_id:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                # SET takes no bound parameters: the id (from pg_export_snapshot) goes in as a literal.
+                cursor.execute(pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot_id)))
             # Compiling these wide formatting expressions takes longer than it saves.
             cursor.execute("SET LOCAL jit = off")
             with cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)", params) as copy:

@@ -10,7 +10,15 @@ class ReleaseSerializer(serializers.ModelSerializer):
     datasets = serializers.ListField(
         child=serializers.CharField(), read_only=True, help_text="Empty: every dataset of the study."
     )
-    requested_by = serializers.CharField(source="requested_by.get_username", read_only=True)
+    requested_by = serializers.CharField(
+        source="requested_by.get_username",
+        read_only=True,
+        allow_null=True,
+        help_text="Username; null for a build made with the export_release command.",
+    )
+    deleted_by = serializers.CharField(
+        source="deleted_by.get_username", read_only=True, allow_null=True, help_text="Who deleted the zip, if anyone."
+    )
     row_counts = serializers.DictField(
         child=serializers.IntegerField(), read_only=True, help_text="Data rows per CSV file."
     )
@@ -35,6 +43,8 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "requested_by",
             "created_at",
             "finished_at",
+            "deleted_at",
+            "deleted_by",
             "url",
             "download_url",
         ]
@@ -44,8 +54,8 @@ class ReleaseSerializer(serializers.ModelSerializer):
         return reverse("release-detail", args=[release.public_id], request=self.context.get("request"))
 
     def get_download_url(self, release: Release) -> str | None:
-        """Where to get the zip, once the build is done."""
-        if not release.is_done:
+        """Where to get the zip, once the build is done (and until the zip is deleted)."""
+        if not release.can_download:
             return None
         return reverse("release-download", args=[release.public_id], request=self.context.get("request"))
 

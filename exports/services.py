@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 import zipfile
 from collections import Counter
 from collections.abc import Callable
@@ -19,15 +20,18 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.tasks import TaskResultStatus
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Annotation, Dataset, Example, Rating, Study, Task
 from consensus.models import LabelSource
 from exports import rows
-from exports.models import Release, ReleaseStatus
+from exports.models import HEARTBEAT_TIMEOUT, Release, ReleaseAction, ReleaseEvent, ReleaseStatus
 
 logger = logging.getLogger("readingroom.exports")
 
@@ -84,6 +88,10 @@ Progress = Callable[[int, int], None]
 
 class ReleaseRefused(Exception):
     """The options do not make a valid release; nothing was written."""
+
+
+class ReleaseConflict(Exception):
+    """The release is not in a state that allows this (e.g. delete while building); nothing changed."""
 
 
 @dataclass
@@ -156,12 +164,31 @@ def build_release(
 
     Only examples with a consensus are released, unless include_unfinished, which adds the
     others with an empty consensus rating. datasets restricts the release to some datasets.
+    Every query of the build reads one snapshot of the database (rows.snapshot()), so ratings
+    submitted meanwhile cannot make the files disagree; progress is called inside it and must
+    write through another connection (the worker's BuildMonitor does).
     """
     datasets = check_release_options(version=version, license_text=license_text, datasets=datasets)
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ReleaseRefused(f"{out_dir} is not empty. Give a new folder for the release.")
 
+    with rows.snapshot():
+        return _build_in_snapshot(
+            study, out_dir, license_text, version, datasets, include_unfinished=include_unfinished, progress=progress
+        )
+
+
+def _build_in_snapshot(
+    study: Study,
+    out_dir: Path,
+    license_text: str,
+    version: str,
+    datasets: list[str],
+    *,
+    include_unfinished: bool,
+    progress: Progress | None,
+) -> ReleaseSummary:
     in_study = Example.objects.filter(study=study)
     if datasets:
         in_study = in_study.filter(pair__dataset__key__in=datasets)
@@ -316,43 +343,187 @@ def _readme_context(study: Study, summary: ReleaseSummary) -> dict:
 # --- Release builds in the background -------------------------------------------------------
 
 
+def next_free_version(study: Study, version: str) -> str:
+    """The first version after this one, counting up its last number, that no build of the study holds."""
+    parts = version.split(".")
+    held = Release.objects.filter(study=study).exclude(status=ReleaseStatus.FAILED)
+    taken = set(held.values_list("version", flat=True))
+    number = int(parts[-1])
+    while True:
+        number += 1
+        candidate = ".".join([*parts[:-1], str(number)])
+        if candidate not in taken:
+            return candidate
+
+
+def _version_taken(study: Study, version: str) -> ReleaseRefused:
+    return ReleaseRefused(
+        f"Version {version} of {study.slug} is already built or building, and a version names one content "
+        f"for ever (even once its zip is deleted; only a failed build gives it back). "
+        f"Use the next free version, {next_free_version(study, version)}."
+    )
+
+
 def request_release(
     study: Study,
     *,
-    user: AbstractBaseUser,
+    user: AbstractBaseUser | None,
     version: str,
     datasets: list[str] | None,
     include_unfinished: bool,
     license_text: str,
+    enqueue: bool = True,
 ) -> Release:
     """Queue a release build of a study; the worker (manage.py db_worker) builds it, never a request.
 
     Bad options are refused at once with ReleaseRefused (the same checks as build_release) and
-    nothing is stored. The build is enqueued when the transaction commits, so the worker never
-    looks for a Release row that is not there yet.
+    nothing is stored; so is a version the study already has (built, building, or built and
+    deleted), naming the next free one. The database holds that rule too (a partial unique
+    constraint), so two requests racing for one version cannot both win. The build is enqueued
+    when the transaction commits, so the worker never looks for a Release row that is not there
+    yet. enqueue=False reserves the version for a build run in this process (export_release).
     """
     datasets = check_release_options(version=version, license_text=license_text, datasets=datasets)
     limit = Release._meta.get_field("version").max_length
     if len(version) > limit:
         raise ReleaseRefused(f"Version '{version}' is longer than {limit} characters.")
-    with transaction.atomic():
-        release = Release.objects.create(
-            study=study,
-            requested_by=user,
-            version=version,
-            datasets=datasets,
-            include_unfinished=include_unfinished,
-            license_text=license_text,
-        )
-        transaction.on_commit(partial(_enqueue_build, release.pk, str(release.public_id)))
+    if Release.objects.holding_version(study, version).exists():
+        raise _version_taken(study, version)
+    try:
+        with transaction.atomic():
+            release = Release.objects.create(
+                study=study,
+                requested_by=user,
+                version=version,
+                datasets=datasets,
+                include_unfinished=include_unfinished,
+                license_text=license_text,
+            )
+            _record(release, ReleaseAction.REQUESTED, user)
+            if enqueue:
+                transaction.on_commit(partial(_enqueue_build, release.pk, str(release.public_id)))
+    except IntegrityError:
+        if Release.objects.holding_version(study, version).exists():
+            raise _version_taken(study, version) from None
+        raise
     return release
+
+
+def retry_release(release: Release, *, user: AbstractBaseUser) -> Release:
+    """Queue a failed build again, with the same options and version (if no other build took it since)."""
+    try:
+        with transaction.atomic():
+            locked = Release.objects.select_for_update().select_related("study").get(pk=release.pk)
+            if not locked.can_retry:
+                raise ReleaseConflict(
+                    f"Release {locked.version} is {locked.get_status_display().lower()}"
+                    f"{' and deleted' if locked.is_deleted else ''}: only a failed build can be built again."
+                )
+            Release.objects.filter(pk=locked.pk).update(
+                status=ReleaseStatus.QUEUED, progress=0, error="", finished_at=None, heartbeat_at=None, task_id=""
+            )
+            _record(locked, ReleaseAction.RETRIED, user, detail=locked.error)
+            transaction.on_commit(partial(_enqueue_build, locked.pk, str(locked.public_id)))
+    except IntegrityError:
+        raise _version_taken(release.study, release.version) from None
+    locked.refresh_from_db()
+    return locked
+
+
+def delete_release(release: Release, *, user: AbstractBaseUser) -> Release:
+    """Delete a finished build's zip from the disk. The row stays, marked deleted (by whom, when).
+
+    A built version stays taken after its zip is deleted: a later build of the same version could
+    hold other content under the same name. Nothing is ever deleted otherwise (no pruning).
+    """
+    with transaction.atomic():
+        locked = Release.objects.select_for_update().get(pk=release.pk)
+        if locked.is_deleted:
+            raise ReleaseConflict(f"Release {locked.version} was already deleted.")
+        if locked.is_building:
+            raise ReleaseConflict(
+                f"Release {locked.version} is still {locked.get_status_display().lower()}: "
+                "delete it once it is done or has failed."
+            )
+        path = locked.zip_file()
+        Release.objects.filter(pk=locked.pk).update(deleted_at=timezone.now(), deleted_by=user, zip_path="")
+        _record(locked, ReleaseAction.DELETED, user, detail=locked.zip_path)
+        if path is not None:
+            # After the commit: a rolled-back deletion must not lose the file.
+            transaction.on_commit(partial(_remove, path))
+    locked.refresh_from_db()
+    return locked
+
+
+def fail_stale_releases() -> list[Release]:
+    """Mark Failed every build whose worker is gone (no heartbeat for HEARTBEAT_TIMEOUT); remove its files.
+
+    Called when the releases are read (page, API) and when a worker starts a build. A build that
+    is alive writes a heartbeat every HEARTBEAT_INTERVAL from a thread of its own, however slow
+    its queries, so only a dead worker (kill -9, a machine gone) is caught here.
+    """
+    failed = []
+    minutes = int(HEARTBEAT_TIMEOUT.total_seconds() // 60)
+    error = (
+        f"The worker building this release stopped (no sign of life for {minutes} minutes); "
+        "its partial files were removed. Build it again."
+    )
+    # One query when nothing is stale (every page poll asks); the lock and re-check only when something is.
+    stale = list(Release.objects.stale().values_list("pk", flat=True))
+    if not stale:
+        return []
+    with transaction.atomic():
+        for release in Release.objects.stale().filter(pk__in=stale).select_for_update(skip_locked=True):
+            release.status, release.error, release.finished_at = ReleaseStatus.FAILED, error, timezone.now()
+            release.save(update_fields=["status", "error", "finished_at"])
+            _record(release, ReleaseAction.WORKER_LOST, None, detail=f"last heartbeat {release.heartbeat_at}")
+            _fail_task_result(release)
+            failed.append(release)
+    for release in failed:
+        logger.warning("Release %s: worker lost during the build, marked failed", release.public_id)
+        remove_build_files(release)
+    return failed
+
+
+def build_dir(release: Release) -> Path:
+    """Where a build writes before its zip is complete; named after the release so a crashed build's can be found."""
+    return Path(settings.RELEASES_DIR) / f".build-{release.public_id}"
+
+
+def remove_build_files(release: Release) -> None:
+    """A failed build's partial folder and zip (if it got as far as moving the zip into place)."""
+    shutil.rmtree(build_dir(release), ignore_errors=True)
+    _remove(Path(settings.RELEASES_DIR) / f"{release.public_id}.zip")
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def _record(release: Release, action: str, user: AbstractBaseUser | None, *, detail: str = "") -> None:
+    actor = user if user is not None and user.is_authenticated else None
+    ReleaseEvent.objects.create(release=release, action=action, actor=actor, detail=detail)
+
+
+def _fail_task_result(release: Release) -> None:
+    """The queue's own record of the build, left "running" by the dead worker (database queue only)."""
+    try:
+        task_id = uuid.UUID(release.task_id)
+    except ValueError:
+        return  # no task id, or another backend's (the test settings' Dummy, the Immediate backend)
+    DBTaskResult.objects.filter(id=task_id, status=TaskResultStatus.RUNNING).update(
+        status=TaskResultStatus.FAILED,
+        finished_at=timezone.now(),
+        exception_class_path="exports.tasks.WorkerLost",
+        traceback=release.error,
+    )
 
 
 def _enqueue_build(release_pk: int, public_id: str) -> None:
     from exports.tasks import build_release_task
 
     try:
-        build_release_task.enqueue(public_id)
+        result = build_release_task.enqueue(public_id)
     except Exception:
         # Otherwise the release would wait for ever in the list: say so there instead.
         logger.exception("Could not queue the build of release %s", public_id)
@@ -361,3 +532,5 @@ def _enqueue_build(release_pk: int, public_id: str) -> None:
             error="The build could not be queued (the error is in the server log). Try again later.",
             finished_at=timezone.now(),
         )
+        return
+    Release.objects.filter(pk=release_pk).update(task_id=str(result.id))

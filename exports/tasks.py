@@ -2,15 +2,28 @@
 
 import logging
 import os
-import tempfile
+import queue
+import shutil
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection, connections
 from django.tasks import task
 from django.utils import timezone
 
-from exports.models import Release, ReleaseStatus
-from exports.services import ReleaseRefused, build_release, zip_release
+from exports.models import HEARTBEAT_INTERVAL, Release, ReleaseStatus
+from exports.services import (
+    Progress,
+    ReleaseRefused,
+    ReleaseSummary,
+    build_dir,
+    build_release,
+    fail_stale_releases,
+    remove_build_files,
+    zip_release,
+)
 
 logger = logging.getLogger("readingroom.exports")
 
@@ -18,25 +31,60 @@ logger = logging.getLogger("readingroom.exports")
 PROGRESS_STEP = 5
 # Building the files is most of the work; the rest of the bar is the zip.
 BUILD_SHARE = 95
+# How long a progress write may wait for the monitor's thread before the build gives up on it.
+WRITE_WAIT_SECONDS = 60
+
+
+class BuildAbandoned(Exception):
+    """The release was marked Failed by someone else while this build ran."""
+
+
+class WorkerLost(Exception):
+    """Recorded on the task queue's result of a build whose worker stopped without a word (see fail_stale_releases)."""
 
 
 @task()
 def build_release_task(release_public_id: str) -> dict:
     """Build a queued Release: the folder, then the zip in RELEASES_DIR, its SHA-256 and row counts.
 
+    First marks Failed any build whose worker died (fail_stale_releases): a restarted worker
+    cleans up after the one it replaces as soon as it has work.
+    """
+    fail_stale_releases()
+    return run_release_build(release_public_id)
+
+
+def run_release_build(
+    release_public_id: str,
+    *,
+    folder_only: Path | None = None,
+    on_progress: Progress | None = None,
+    on_summary: Callable[[ReleaseSummary], None] | None = None,
+) -> dict:
+    """Build a queued Release in this process (the worker's task, and the export_release command).
+
     Runs once per release: a release that is no longer queued (built, failed, or taken by another
     worker) is left alone. Every outcome is written on the Release; a failure says why, in words
-    for the data manager, while the traceback goes to the log.
+    for the data manager, while the traceback goes to the log, and leaves no file behind.
+    folder_only: write the release folder there instead of a zip (the command's --out);
+    on_progress and on_summary: the command's progress bar and report.
     """
     claimed = Release.objects.filter(public_id=release_public_id, status=ReleaseStatus.QUEUED).update(
-        status=ReleaseStatus.RUNNING, progress=0, error=""
+        status=ReleaseStatus.RUNNING, progress=0, error="", heartbeat_at=timezone.now()
     )
     if not claimed:
         logger.warning("Release %s is not queued (any more); nothing to build.", release_public_id)
         return {"release": release_public_id, "status": "skipped"}
     release = Release.objects.select_related("study").get(public_id=release_public_id)
+    monitor = BuildMonitor(release.pk)
     try:
-        _build(release)
+        with monitor:
+            summary = _build(release, monitor, folder_only, on_progress)
+        if on_summary:
+            on_summary(summary)
+    except BuildAbandoned:
+        logger.warning("Release %s was marked failed during its build; its files are removed.", release.public_id)
+        remove_build_files(release)
     except ReleaseRefused as refused:
         _fail(release, str(refused))
     except Exception:
@@ -53,43 +101,138 @@ def build_release_task(release_public_id: str) -> dict:
     return {"release": release_public_id, "status": release.status}
 
 
-def _build(release: Release) -> None:
+class BuildMonitor:
+    """Writes a build's progress and heartbeat where the data manager sees them at once.
+
+    The build reads one snapshot of the database, in a transaction that stays open until its
+    last file is written (exports.rows.snapshot). The monitor therefore writes from a thread of
+    its own, on that thread's own connection, so that every write commits at once; progress()
+    waits for its write. Between writes, the thread writes a heartbeat every HEARTBEAT_INTERVAL,
+    however long a query takes: when the heartbeats stop, the worker is gone.
+
+    Inside a transaction already (a test, a caller's atomic block) no snapshot is taken and
+    another connection could not see the release: progress is written on this connection and
+    no heartbeat thread runs.
+    """
+
+    def __init__(self, release_pk: int) -> None:
+        self.release_pk = release_pk
+        self.threaded = not connection.in_atomic_block
+        self._writes: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "BuildMonitor":
+        if self.threaded:
+            self._thread = threading.Thread(target=self._run, name=f"release-{self.release_pk}-heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._thread is not None:
+            self._writes.put(None)
+            self._thread.join()
+
+    def progress(self, percent: int) -> None:
+        if not self.threaded:
+            self._write(percent)
+            return
+        written = threading.Event()
+        self._writes.put((percent, written))
+        if not written.wait(WRITE_WAIT_SECONDS):
+            logger.warning("Release %s: progress %s%% not written in time", self.release_pk, percent)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:
+                    item = self._writes.get(timeout=HEARTBEAT_INTERVAL.total_seconds())
+                except queue.Empty:
+                    self._write(None)
+                    continue
+                if item is None:
+                    return
+                percent, written = item
+                self._write(percent)
+                written.set()
+        finally:
+            connections.close_all()
+
+    def _write(self, percent: int | None) -> None:
+        fields = {"heartbeat_at": timezone.now()}
+        if percent is not None:
+            fields["progress"] = percent
+        try:
+            Release.objects.filter(pk=self.release_pk, status=ReleaseStatus.RUNNING).update(**fields)
+        except Exception:
+            # A missed beat is not worth failing the build over; the next one may get through.
+            if not self.threaded:
+                raise
+            logger.exception("Release %s: could not write progress or heartbeat", self.release_pk)
+
+
+def _build(
+    release: Release, monitor: BuildMonitor, folder_only: Path | None, on_progress: Progress | None
+) -> ReleaseSummary:
     releases_dir = Path(settings.RELEASES_DIR)
     releases_dir.mkdir(parents=True, exist_ok=True)
     reported = 0
 
     def progress(done: int, total: int) -> None:
         nonlocal reported
+        if on_progress:
+            on_progress(done, total)
         percent = BUILD_SHARE * done // total if total else BUILD_SHARE
         if percent >= reported + PROGRESS_STEP:
             reported = percent
-            Release.objects.filter(pk=release.pk).update(progress=percent)
+            monitor.progress(percent)
 
-    # Built beside the zips (same disk, not a RAM-backed /tmp), removed whatever happens.
-    with tempfile.TemporaryDirectory(prefix=".build-", dir=releases_dir) as work:
-        folder = Path(work) / release.root_folder
-        summary = build_release(
-            release.study,
-            folder,
-            license_text=release.license_text,
-            version=release.version,
-            datasets=release.datasets or None,
-            include_unfinished=release.include_unfinished,
-            progress=progress,
-        )
+    options = {
+        "license_text": release.license_text,
+        "version": release.version,
+        "datasets": release.datasets or None,
+        "include_unfinished": release.include_unfinished,
+        "progress": progress,
+    }
+    if folder_only is not None:
+        # export_release: the folder is what was asked for (build_release writes it next to its
+        # destination and moves it into place whole); no zip.
+        summary = build_release(release.study, folder_only, **options)
+        name, sha256 = "", ""
+    else:
+        # Built beside the zips (same disk, not a RAM-backed /tmp), in a folder named after the
+        # release, so that the partial files of a worker killed mid-build can be found and removed.
+        # From here on a failure anywhere leaves the clean-up to _fail (remove_build_files), the
+        # same clean-up as for a build whose worker died.
+        work = build_dir(release)
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        folder = work / release.root_folder
+        summary = build_release(release.study, folder, **options)
         name = f"{release.public_id}.zip"
-        partial = Path(work) / name
+        partial = work / name
         sha256 = zip_release(folder, partial, root=release.root_folder)
         os.replace(partial, releases_dir / name)
-    Release.objects.filter(pk=release.pk).update(
+        shutil.rmtree(work)
+    finished = Release.objects.filter(pk=release.pk, status=ReleaseStatus.RUNNING).update(
         status=ReleaseStatus.DONE,
         progress=100,
         sha256=sha256,
         row_counts=summary.row_counts,
         zip_path=name,
         finished_at=timezone.now(),
+        heartbeat_at=timezone.now(),
     )
+    if not finished:
+        # Marked Failed meanwhile (its heartbeats stopped reaching the database for too long):
+        # that verdict stands, and a Failed release has no zip.
+        raise BuildAbandoned(f"Release {release.public_id} was marked failed during its build.")
+    return summary
 
 
 def _fail(release: Release, error: str) -> None:
-    Release.objects.filter(pk=release.pk).update(status=ReleaseStatus.FAILED, error=error, finished_at=timezone.now())
+    # Whatever the build got as far as: its folder, or its zip moved into place just before the error.
+    remove_build_files(release)
+    # Only a running build: one already marked Failed (its worker taken for lost) keeps that reason.
+    Release.objects.filter(pk=release.pk, status=ReleaseStatus.RUNNING).update(
+        status=ReleaseStatus.FAILED, error=error, finished_at=timezone.now()
+    )

@@ -1,17 +1,26 @@
-"""The data manager's pages: queue a release build, watch it, download the zip."""
+"""The data manager's pages: queue a release build, watch it, download, retry or delete it."""
 
 import uuid
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.db.models import Count, Max
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from annotation.decorators import role_required
 from annotation.models import Role, Study
 from exports.forms import ReleaseForm
 from exports.models import Release, ReleaseStatus
-from exports.services import ReleaseRefused, request_release
+from exports.services import (
+    ReleaseConflict,
+    ReleaseRefused,
+    delete_release,
+    fail_stale_releases,
+    request_release,
+    retry_release,
+)
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
 UNPROCESSABLE = 422
@@ -25,7 +34,9 @@ def release_index(request: HttpRequest) -> HttpResponse:
 
 
 def _releases_context(study: Study, **extra) -> dict:
-    releases = list(study.releases.select_related("study", "requested_by"))
+    # A build whose worker died is marked Failed here at the latest: the list never polls for ever.
+    fail_stale_releases()
+    releases = list(study.releases.select_related("study", "requested_by", "deleted_by"))
     return {
         "study": study,
         "releases": releases,
@@ -69,9 +80,50 @@ def zip_response(release: Release) -> FileResponse:
     return FileResponse(path.open("rb"), as_attachment=True, filename=release.filename, content_type="application/zip")
 
 
+def _release_action(
+    request: HttpRequest, release_id: uuid.UUID, action: Callable[..., Release], done: Callable[[Release], str]
+) -> HttpResponse:
+    """Retry or delete a build; answer the list (htmx) or go back to the page, saying what happened."""
+    release = get_object_or_404(Release.objects.select_related("study"), public_id=release_id)
+    study = release.study
+    try:
+        release = action(release, user=request.user)
+    except (ReleaseConflict, ReleaseRefused) as refused:
+        if not request.htmx:
+            messages.error(request, str(refused))
+            return redirect("release_list", slug=study.slug)
+        context = _releases_context(study, refusal=str(refused), refused_id=release.public_id)
+        return render(request, "exports/release_list.html#release-list", context, status=UNPROCESSABLE)
+    notice = done(release)
+    if not request.htmx:
+        messages.success(request, notice)
+        return redirect("release_list", slug=study.slug)
+    return render(request, "exports/release_list.html#release-list", _releases_context(study, notice=notice))
+
+
+@require_POST
+@role_required(Role.DATA_MANAGER)
+def release_retry(request: HttpRequest, release_id: uuid.UUID) -> HttpResponse:
+    return _release_action(request, release_id, retry_release, lambda r: f"Release {r.version} is queued again.")
+
+
+@require_POST
+@role_required(Role.DATA_MANAGER)
+def release_delete(request: HttpRequest, release_id: uuid.UUID) -> HttpResponse:
+    def done(release: Release) -> str:
+        if release.is_done:
+            return f"Release {release.version} is deleted; its version stays taken."
+        return f"The failed build of {release.version} is deleted; the version is free."
+
+    return _release_action(request, release_id, delete_release, done)
+
+
 @role_required(Role.DATA_MANAGER)
 def release_download(request: HttpRequest, release_id: uuid.UUID) -> FileResponse:
     release = get_object_or_404(
-        Release.objects.select_related("study"), public_id=release_id, status=ReleaseStatus.DONE
+        Release.objects.select_related("study"),
+        public_id=release_id,
+        status=ReleaseStatus.DONE,
+        deleted_at__isnull=True,
     )
     return zip_response(release)

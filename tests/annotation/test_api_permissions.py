@@ -75,6 +75,8 @@ ENDPOINTS = [
     # No such release: whoever may ask learns only that (404); everyone else is refused first (403).
     Endpoint("release-detail", "get", f"/api/releases/{SOME_ID}/", DATA_MANAGERS, 404),
     Endpoint("release-download", "get", f"/api/releases/{SOME_ID}/download/", DATA_MANAGERS, 404),
+    Endpoint("release-detail", "delete", f"/api/releases/{SOME_ID}/", DATA_MANAGERS, 404),
+    Endpoint("release-retry", "post", f"/api/releases/{SOME_ID}/retry/", DATA_MANAGERS, 404),
     # The coordinator's consensus API on an unsampled study: nothing to show or change, so the
     # lookups of unknown ids answer 404, bad bodies 400 and an assignment without readers 409.
     Endpoint("api_study_progress", "get", "/api/studies/s1/progress/", COORDINATORS),

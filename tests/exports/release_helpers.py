@@ -5,6 +5,7 @@ from pathlib import Path
 
 from annotation.models import Example, Rating, Task
 from exports.models import Release, ReleaseStatus
+from exports.services import next_free_version
 from tests.factories import make_reading_study, make_user, rate_open_reads
 
 # 2 sampled pairs -> 4 Task 1 examples (one of them settled by a majority of three) and 2 Task 2.
@@ -43,10 +44,16 @@ def rated_study(slug: str = "s1", *, license_text: str = "CC BY 4.0\n"):
 
 
 def make_release(study, *, status: str = ReleaseStatus.QUEUED, user=None, **fields) -> Release:
+    """A Release row as the services would store it; the version defaults to 1.0.0, or the next free one."""
+    version = fields.pop("version", None)
+    if version is None:
+        version = "1.0.0"
+        if Release.objects.holding_version(study, version).exists():
+            version = next_free_version(study, version)
     return Release.objects.create(
         study=study,
         requested_by=user or make_user(),
-        version=fields.pop("version", "1.0.0"),
+        version=version,
         license_text=fields.pop("license_text", "CC BY 4.0\n"),
         status=status,
         **fields,

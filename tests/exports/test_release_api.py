@@ -57,7 +57,9 @@ def test_the_permission_matrix_holds(client, kind, django_capture_on_commit_call
     with django_capture_on_commit_callbacks(execute=True):
         responses = {
             "list": client.get("/api/studies/s1/releases/"),
-            "create": client.post("/api/studies/s1/releases/", {"license_text": "x"}, content_type="application/json"),
+            "create": client.post(
+                "/api/studies/s1/releases/", {"version": "2.0.0", "license_text": "x"}, content_type="application/json"
+            ),
             "detail": client.get(f"/api/releases/{done.public_id}/"),
             "download": client.get(f"/api/releases/{done.public_id}/download/"),
         }

@@ -4,11 +4,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from annotation.models import Study, Task
-from exports.services import ReleaseRefused, build_release
+from exports.models import ReleaseStatus
+from exports.services import ReleaseRefused, ReleaseSummary, request_release
+from exports.tasks import run_release_build
 
 
 class Command(BaseCommand):
-    help = "Build a study's PhysioNet release folder (task1/task2 CSVs, README.md, LICENSE.txt, SHA256SUMS.txt)."
+    help = (
+        "Build a study's PhysioNet release folder (task1/task2 CSVs, README.md, LICENSE.txt, SHA256SUMS.txt) "
+        "in this process, into --out. It is listed with the builds of the releases page, and takes its version."
+    )
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs) -> CommandParser:
         # Our --version (the release's) replaces Django's base --version, which would clash with it.
@@ -40,7 +45,25 @@ class Command(BaseCommand):
                 raise CommandError(f"{options['license']}: not UTF-8 text. Save the licence as UTF-8.") from None
         else:
             license_text = study.license_text
+        out = options["out"]
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            # Checked before the version is taken; build_release checks it again.
+            raise CommandError(f"{out} is not empty. Give a new folder for the release.")
+        try:
+            release = request_release(
+                study,
+                user=None,
+                version=options["release_version"],
+                datasets=options["datasets"],
+                include_unfinished=options["include_unfinished"],
+                license_text=license_text,
+                enqueue=False,
+            )
+        except ReleaseRefused as refused:
+            raise CommandError(str(refused)) from None
+
         bar = None
+        summaries: list[ReleaseSummary] = []
 
         def progress(done: int, total: int) -> None:
             nonlocal bar
@@ -51,24 +74,20 @@ class Command(BaseCommand):
             bar.update(done - bar.n)
 
         try:
-            summary = build_release(
-                study,
-                options["out"],
-                license_text=license_text,
-                version=options["release_version"],
-                datasets=options["datasets"],
-                include_unfinished=options["include_unfinished"],
-                progress=progress,
+            run_release_build(
+                str(release.public_id), folder_only=out, on_progress=progress, on_summary=summaries.append
             )
-        except ReleaseRefused as refused:
-            raise CommandError(str(refused)) from None
         finally:
             if bar is not None:
                 bar.close()
+        release.refresh_from_db()
+        if release.status != ReleaseStatus.DONE:
+            raise CommandError(f"Release {release.version} failed: {release.error}")
+        [summary] = summaries
         for name, rows in summary.row_counts.items():
             self.stdout.write(f"{name}: {rows} rows")
         for task in (Task.REALISM, Task.EQUIVALENCE):
             left_out = summary.counts[task].left_out
             if left_out:
                 self.stdout.write(f"{Task(task).label}: {left_out} examples without a consensus left out.")
-        self.stdout.write(self.style.SUCCESS(f"Release {summary.version} written to {options['out']}."))
+        self.stdout.write(self.style.SUCCESS(f"Release {summary.version} written to {out}."))

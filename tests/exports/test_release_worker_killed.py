@@ -1,0 +1,117 @@
+"""kill -9 of a real `manage.py db_worker` mid-build: the release ends Failed, its files removed, and can be retried.
+
+PostgreSQL only: the test holds the build still half-way (an ACCESS EXCLUSIVE lock on the
+annotations, which its first query waits for) while a worker process of its own builds it.
+"""
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.tasks import TaskResultStatus
+from django.test import override_settings
+from django.urls import reverse
+from django_tasks_db.models import DBTaskResult
+
+from annotation.models import Annotation, Role
+from exports import models
+from exports.models import Release, ReleaseAction, ReleaseStatus
+from exports.services import build_dir, request_release
+from tests.exports.release_helpers import ROW_COUNTS, rated_study
+from tests.factories import make_user
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+POLL = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "releases"}
+
+
+def _wait_for(condition, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _worker(releases_dir: Path) -> subprocess.Popen:
+    settings = connection.settings_dict
+    url = f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "READINGROOM_RELEASES_DIR": str(releases_dir),
+        "DEBUG": "1",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    command = [sys.executable, "manage.py", "db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.1"]
+    # The project's own command, run with this interpreter.
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603
+
+
+def test_a_worker_killed_mid_build_leaves_a_failed_release_that_can_be_retried(client, settings, tmp_path, monkeypatch):
+    releases_dir = settings.RELEASES_DIR = tmp_path / "releases"
+    study = rated_study()
+    data_manager = make_user(Role.DATA_MANAGER)
+    with override_settings(TASKS=DATABASE):
+        release = request_release(
+            study, user=data_manager, version="1.0.0", datasets=None, include_unfinished=False, license_text="CC0\n"
+        )
+
+    blocker = connections.create_connection(DEFAULT_DB_ALIAS)
+    blocker.ensure_connection()
+    lock = blocker.connection
+    lock.execute("BEGIN")
+    lock.execute(f"LOCK TABLE {Annotation._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+    worker = _worker(releases_dir)
+    try:
+        _wait_for(lambda: Release.objects.get(pk=release.pk).status == ReleaseStatus.RUNNING)
+        _wait_for(lambda: build_dir(release).is_dir())
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        lock.execute("ROLLBACK")
+        blocker.close()
+
+    # What the review found: "Building" for ever, the task running, a partial folder.
+    release.refresh_from_db()
+    task = DBTaskResult.objects.get(id=release.task_id)
+    assert (release.status, task.status) == (ReleaseStatus.RUNNING, TaskResultStatus.RUNNING)
+    assert build_dir(release).is_dir()
+
+    # The heartbeat timeout passes (shortened here: the worker beat every 10 s while it lived).
+    monkeypatch.setattr(models, "HEARTBEAT_TIMEOUT", timedelta(seconds=1))
+    time.sleep(1.5)
+    client.force_login(data_manager)
+    html = client.get(reverse("release_list", args=[study.slug]), **POLL).content.decode()
+
+    release.refresh_from_db()
+    task.refresh_from_db()
+    assert release.status == ReleaseStatus.FAILED
+    assert "worker building this release stopped" in release.error
+    assert "hx-trigger" not in html
+    assert task.status == TaskResultStatus.FAILED
+    assert not build_dir(release).exists()
+    assert list(releases_dir.iterdir()) == []
+    assert release.events.filter(action=ReleaseAction.WORKER_LOST).exists()
+
+    # The data manager builds it again, same version, and a worker finishes it.
+    with override_settings(TASKS=DATABASE):
+        assert client.post(f"/api/releases/{release.public_id}/retry/").status_code == 202
+        call_command(
+            "db_worker", batch=True, reload=False, startup_delay=False, interval=0, verbosity=0, stdout=io.StringIO()
+        )
+    release.refresh_from_db()
+    assert (release.status, release.version, release.row_counts) == (ReleaseStatus.DONE, "1.0.0", ROW_COUNTS)
+    assert release.zip_file().is_file()
