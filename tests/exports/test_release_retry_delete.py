@@ -246,7 +246,7 @@ def test_anonymous_visitors_are_sent_to_log_in(client):
 
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
-    assert client.delete(f"/api/releases/{release.public_id}/").status_code == 403
+    assert client.delete(f"/api/releases/{release.public_id}/").status_code == 401
     release.refresh_from_db()
     assert release.deleted_at is None
 
