@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "annotation",
     "consensus",
     "exports",
+    "analysis",
 ]
 
 MIDDLEWARE = [
