@@ -1,0 +1,113 @@
+"""A study's rows as the analysis reads them: the DataFrames its default release would contain.
+
+The six release tables are not rebuilt here: they come from the release's own queries
+(exports.rows), whose first column is the finished CSV record, and are parsed exactly as a
+research user parses the files (pandas, dtype=str, keep_default_na=False). A study's Results
+page and `analyze_release` on its release therefore see the same text, row for row.
+
+Only a live study knows who read what, in which slot: `reads` adds every individual read of
+the released examples, with an opaque per-study reader key instead of the account.
+"""
+
+import hashlib
+import hmac
+import io
+
+import pandas as pd
+from django.db.models import F
+
+from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
+from annotation.models import Annotation, Rating, Study, Task
+from exports import rows
+
+TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
+
+
+def study_frames(study: Study, *, datasets: list[str] | None = None) -> ReleaseFrames:
+    """The study's default release as DataFrames (only examples with a consensus), plus its reads.
+
+    datasets restricts every table to those dataset keys (empty or None: all), as a release
+    restricted to them would be.
+    """
+    datasets = sorted(set(datasets or []))
+    tables: dict[str, pd.DataFrame] = {}
+    for task, prefix in TASK_PREFIX.items():
+        selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
+        queries = {
+            "full": (rows.full_query(selection, study.seed), ()),
+            "disagreed": (rows.disagreed_query(selection), ()),
+            # The consensus query returns three more columns after the record (for the README's counts).
+            "consensus": (rows.consensus_query(selection), ("text", "text", "int8")),
+        }
+        for kind, ((sql, params), types) in queries.items():
+            path = f"{prefix}/{prefix}_{kind}.csv"
+            tables[f"{prefix}_{kind}"] = _parse(RELEASE_FILES[path], rows.stream(sql, params, types))
+    return ReleaseFrames(**tables, reads=study_reads(study, datasets=datasets))
+
+
+def _parse(columns: list[str], records) -> pd.DataFrame:
+    """CSV records (bytes, CRLF-terminated) under a header, read as a release file is read."""
+    buffer = io.BytesIO()
+    buffer.write((",".join(columns) + "\r\n").encode("ascii"))
+    for record, *_ in records:
+        buffer.write(record)
+    buffer.seek(0)
+    return pd.read_csv(buffer, dtype=str, keep_default_na=False, encoding="utf-8")
+
+
+def reader_key(study: Study, reader_id: int) -> str:
+    """A reader's opaque key in one study: stable, but neither an account nor the same in another study."""
+    digest = hmac.new(str(study.seed).encode(), f"readingroom-reader:{study.pk}:{reader_id}".encode(), hashlib.sha256)
+    return "r-" + digest.hexdigest()[:10]
+
+
+def reader_keys(study: Study) -> dict[str, int]:
+    """Opaque key -> user id for the readers of a study (for the coordinator's page only)."""
+    ids = Annotation.objects.filter(example__study=study).values_list("reader_id", flat=True).distinct().order_by()
+    return {reader_key(study, reader_id): reader_id for reader_id in ids}
+
+
+def study_reads(study: Study, *, datasets: list[str] | None = None) -> pd.DataFrame:
+    """Every individual read (adjudications excluded) of the examples with a consensus: columns READS."""
+    annotations = Annotation.objects.filter(
+        example__study=study, voided_at__isnull=True, example__consensus__isnull=False
+    )
+    if datasets:
+        annotations = annotations.filter(example__pair__dataset__key__in=datasets)
+    values = annotations.values_list(
+        "task",
+        F("example__pair__dataset__key"),
+        F("example__pair__source_study_id"),
+        F("example__pair__variation__key"),
+        F("example__report_type"),
+        F("assignment__slot"),
+        "reader_id",
+        "rating",
+        "rationale",
+        "duration_ms",
+    ).order_by()
+    labels = dict(Rating.choices)
+    keys: dict[int, str] = {}
+    records = []
+    for task, dataset, study_id, variation, report_type, slot, reader_id, rating, rationale, duration in values:
+        if reader_id not in keys:
+            keys[reader_id] = reader_key(study, reader_id)
+        records.append(
+            (
+                TASK_PREFIX[task],
+                dataset,
+                study_id,
+                variation,
+                report_type,
+                str(slot),
+                keys[reader_id],
+                labels[rating],
+                rationale,
+                "" if duration is None else str(duration),
+            )
+        )
+    frame = pd.DataFrame.from_records(records, columns=READS)
+    frame = frame.astype(str) if len(frame) else pd.DataFrame({column: pd.Series(dtype=str) for column in READS})
+    return frame.sort_values(["task", "dataset", "study_id", "reref_variation", "report_type", "slot"]).reset_index(
+        drop=True
+    )
