@@ -12,22 +12,25 @@ the released examples, with an opaque per-study reader key instead of the accoun
 import hashlib
 import hmac
 import io
+from collections.abc import Iterator
 
 import pandas as pd
 from django.db.models import F
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
+from analysis.release_folder import ANALYSIS_COLUMNS
 from annotation.models import Annotation, Rating, Study, Task
 from exports import rows
 
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
 
 
-def study_frames(study: Study, *, datasets: list[str] | None = None) -> ReleaseFrames:
+def study_frames(study: Study, *, datasets: list[str] | None = None, text: bool = True) -> ReleaseFrames:
     """The study's default release as DataFrames (only examples with a consensus), plus its reads.
 
     datasets restricts every table to those dataset keys (empty or None: all), as a release
-    restricted to them would be.
+    restricted to them would be. text=False keeps only the columns the analysis reads, exactly
+    as `read_release(path, text=False)` does.
     """
     datasets = sorted(set(datasets or []))
     tables: dict[str, pd.DataFrame] = {}
@@ -41,18 +44,20 @@ def study_frames(study: Study, *, datasets: list[str] | None = None) -> ReleaseF
         }
         for kind, ((sql, params), types) in queries.items():
             path = f"{prefix}/{prefix}_{kind}.csv"
-            tables[f"{prefix}_{kind}"] = _parse(RELEASE_FILES[path], rows.stream(sql, params, types))
+            tables[f"{prefix}_{kind}"] = _parse(RELEASE_FILES[path], rows.stream(sql, params, types), text)
     return ReleaseFrames(**tables, reads=study_reads(study, datasets=datasets))
 
 
-def _parse(columns: list[str], records) -> pd.DataFrame:
+def _parse(columns: list[str], records: Iterator[tuple], text: bool) -> pd.DataFrame:
     """CSV records (bytes, CRLF-terminated) under a header, read as a release file is read."""
     buffer = io.BytesIO()
     buffer.write((",".join(columns) + "\r\n").encode("ascii"))
     for record, *_ in records:
         buffer.write(record)
     buffer.seek(0)
-    return pd.read_csv(buffer, dtype=str, keep_default_na=False, encoding="utf-8")
+    wanted = columns if text else [column for column in columns if column in ANALYSIS_COLUMNS]
+    frame = pd.read_csv(buffer, dtype=str, keep_default_na=False, usecols=wanted, encoding="utf-8", na_filter=False)
+    return frame[wanted]
 
 
 def reader_key(study: Study, reader_id: int) -> str:

@@ -8,6 +8,7 @@ from django.db import transaction
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
 from analysis.live import reader_key, study_frames
+from analysis.release_folder import read_release
 from annotation.models import Annotation, Example, Rating, Study, Task
 from exports.services import build_release
 from tests.exports.test_build_release import hostile_study
@@ -26,18 +27,16 @@ def replay(django_db_setup, django_db_blocker):
         transaction.set_rollback(True)
 
 
-def released_frames(study: Study, folder: Path, **options) -> dict[str, pd.DataFrame]:
-    """The release's six files, built by the release service and read as a research user reads them."""
+def released_frames(study: Study, folder: Path, *, text: bool = True, **options) -> ReleaseFrames:
+    """The release's six files, built by the release service and read by analyze_release's reader."""
     build_release(Study.objects.get(pk=study.pk), folder, license_text="CC0\n", **options)
-    return {
-        path.split("/")[1].removesuffix(".csv"): pd.read_csv(folder / path, dtype=str, keep_default_na=False)
-        for path in RELEASE_FILES
-    }
+    return read_release(folder, text=text)
 
 
-def assert_same_as_release(frames: ReleaseFrames, released: dict[str, pd.DataFrame]) -> None:
-    for name, expected in released.items():
-        pd.testing.assert_frame_equal(getattr(frames, name), expected, check_exact=True, obj=name)
+def assert_same_as_release(frames: ReleaseFrames, released: ReleaseFrames) -> None:
+    for path in RELEASE_FILES:
+        name = Path(path).stem
+        pd.testing.assert_frame_equal(getattr(frames, name), getattr(released, name), check_exact=True, obj=name)
 
 
 def test_the_replay_frames_equal_its_release(replay, tmp_path):
@@ -47,6 +46,13 @@ def test_the_replay_frames_equal_its_release(replay, tmp_path):
     assert len(frames.task1_full) == 573 and len(frames.task2_full) == 282
     assert (frames.task1_consensus["n_annotations"] == "2").sum() == 147
     assert (frames.task2_consensus["n_annotations"] == "2").sum() == 78
+
+
+def test_without_text_the_replay_frames_equal_its_release_read_without_text(replay, tmp_path):
+    frames = study_frames(replay, text=False)
+
+    assert_same_as_release(frames, released_frames(replay, tmp_path / "release", text=False))
+    assert "findings" not in frames.task1_full.columns and "rationale" not in frames.task2_disagreed.columns
 
 
 def test_hostile_text_survives_exactly_as_in_the_release(tmp_path):
