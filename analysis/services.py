@@ -225,8 +225,9 @@ def compute_results(study: Study, scope: Scope, *, requested_version: str = "") 
             _write_status(status_path, "running", progress=percent)
 
     progress(5)
+    outermost = not connection.in_atomic_block
     with transaction.atomic():
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and outermost:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         version = data_version(study)
