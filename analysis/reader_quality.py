@@ -110,7 +110,10 @@ def _references(reads: pd.DataFrame, adjudications: dict[tuple, str]) -> list[st
 def _figures(reader: str, records: list[dict]) -> ReaderQuality:
     notes = {}
     reads_by_task = Counter(r["task"] for r in records)
-    ratings = {task: dict(Counter(r["rating"] for r in records if r["task"] == task)) for task in LABELS}
+    ratings = {}
+    for task, labels in LABELS.items():
+        counts = Counter(r["rating"] for r in records if r["task"] == task)
+        ratings[task] = {label: counts[label] for label in labels}  # in the scale's order, zeros included
 
     compared = [r for r in records if r["reference"] is not None]
     agreement = sum(r["rating"] == r["reference"] for r in compared) / len(compared) if compared else None
