@@ -157,7 +157,7 @@ def _datasets(frames: ReleaseFrames) -> set[str]:
 
 def _scores(ratings: pd.Series, task: str, where: str) -> np.ndarray:
     labels = LABELS[task]
-    codes = pd.Categorical(ratings, categories=labels).codes
+    codes = pd.Index(labels).get_indexer(ratings)
     if (codes < 0).any():
         bad = ratings[codes < 0].iloc[0]
         raise AnalysisInputError(f"{where}: rating {bad!r} is not a {task} label; expected one of {', '.join(labels)}.")
