@@ -171,9 +171,23 @@ def _scored(frame: pd.DataFrame, task: str, where: str) -> pd.DataFrame:
 
 
 def _with_consensus(full: pd.DataFrame, consensus: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """The annotations of examples that have a consensus."""
-    keys = consensus[key].drop_duplicates()
-    return full.merge(keys, on=key, how="inner")
+    """The annotations of examples that have a consensus (`consensus` holds only rated rows)."""
+    return full.loc[_in(full, key, consensus)]
+
+
+def _unit_ids(frames: list[pd.DataFrame], key: list[str]) -> list[np.ndarray]:
+    """One integer per row for its example, consistent across the frames (mixed-radix key codes)."""
+    ids = np.zeros(sum(len(frame) for frame in frames), dtype=np.int64)
+    for column in key:
+        codes, uniques = pd.factorize(pd.concat([frame[column] for frame in frames], ignore_index=True))
+        ids = ids * max(len(uniques), 1) + codes
+    return np.split(ids, np.cumsum([len(frame) for frame in frames])[:-1])
+
+
+def _in(frame: pd.DataFrame, key: list[str], within: pd.DataFrame) -> np.ndarray:
+    """For each row of frame, whether its example is among `within`'s."""
+    ids, within_ids = _unit_ids([frame, within], key)
+    return np.isin(ids, within_ids)
 
 
 def _groups(frame: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
@@ -301,20 +315,19 @@ def _task2_proportions(consensus: pd.DataFrame) -> pd.DataFrame:
 # Agreement ----------------------------------------------------------------------------------------
 
 
-def _count_matrix(frame: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
-    """Units x 3 matrix of read counts per score, and each unit's key (with its variation)."""
+def _count_matrix(frame: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Units x 3 matrix of read counts per score, and each unit's variation."""
     if frame.empty:
-        return np.zeros((0, 3)), pd.DataFrame(columns=key)
-    units = frame.groupby(key, sort=True, observed=True).ngroup().to_numpy()
+        return np.zeros((0, 3)), np.array([], dtype=object)
+    units, _ = pd.factorize(_unit_ids([frame], key)[0])
     matrix = np.zeros((units.max() + 1, 3))
     np.add.at(matrix, (units, frame["score"].to_numpy().astype(int)), 1)
-    unit_keys = frame[key].drop_duplicates().sort_values(key).reset_index(drop=True)
-    return matrix, unit_keys
+    _, first = np.unique(units, return_index=True)
+    return matrix, frame["reref_variation"].to_numpy()[first]
 
 
 def _agreement_rows(task: str, source: str, measures: dict, key: list[str], frame: pd.DataFrame, note: str = ""):
-    matrix, unit_keys = _count_matrix(frame, key)
-    variations = unit_keys["reref_variation"].to_numpy() if len(unit_keys) else np.array([])
+    matrix, variations = _count_matrix(frame, key)
     groups = [("overall", "all", np.ones(len(matrix), dtype=bool))]
     groups += [("variation", str(v), variations == v) for v in sorted(set(variations))]
     rows = []
@@ -340,7 +353,7 @@ def _initial_reads(reads: pd.DataFrame, task: str, consensus: pd.DataFrame) -> p
     initial = reads[(reads["task"] == task) & reads["slot"].isin(["1", "2"])]
     key = KEYS[task]
     initial = _scored(initial, task, "reads")
-    return initial.merge(consensus[key].drop_duplicates(), on=key, how="inner")
+    return initial.loc[_in(initial, key, consensus)]
 
 
 def _initial_read_agreement(reads: pd.DataFrame, task: str) -> pd.DataFrame:

@@ -117,18 +117,29 @@ def test_holm_equals_statsmodels():
     assert stats.holm(p_values) == pytest.approx(list(multipletests(p_values, method="holm")[1]), abs=TOLERANCE)
 
 
-def test_bootstrap_interval_is_scipys_percentile_bootstrap_with_the_seed():
-    values = np.array([0, 1, 1, 2, -1, 0, 1, 0, -2, 1, 1, 0, 2], dtype=float)
-    expected = scipy_stats.bootstrap(
-        (values,),
-        np.mean,
-        n_resamples=stats.BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(7),
+def test_the_bootstrap_interval_is_seeded_and_agrees_with_scipys_index_bootstrap():
+    # Drawing how many of each distinct value (a multinomial) is resampling the values: the two
+    # intervals differ only by Monte Carlo error, not by method.
+    rng = np.random.default_rng(11)
+    values = rng.choice([-2, -1, 0, 1, 2], size=400, p=[0.05, 0.15, 0.5, 0.2, 0.1]).astype(float)
+    reference = scipy_stats.bootstrap(
+        (values,), np.mean, n_resamples=20_000, method="percentile", rng=np.random.default_rng(7)
     ).confidence_interval
+
     result = stats.bootstrap_mean(values, seed=7)
+
     assert result.value == pytest.approx(values.mean(), abs=TOLERANCE)
-    assert (result.low, result.high) == pytest.approx((expected.low, expected.high), abs=TOLERANCE)
+    assert (result.low, result.high) == pytest.approx((reference.low, reference.high), abs=0.01)
     assert stats.bootstrap_mean(values, seed=7) == result
-    spread = np.linspace(-1.3, 2.1, 31) ** 3
-    assert stats.bootstrap_mean(spread, seed=7) != stats.bootstrap_mean(spread, seed=8)
+    assert stats.bootstrap_mean(values, seed=8) != result
+
+
+def test_the_bootstrap_draws_are_the_documented_multinomial_percentiles():
+    values = np.array([0, 1, 1, 2, -1, 0, 1, 0, -2, 1, 1, 0, 2], dtype=float)
+    distinct, counts = np.unique(values, return_counts=True)
+    draws = np.random.default_rng(3).multinomial(13, counts / 13, size=stats.BOOTSTRAP_RESAMPLES)
+    expected = np.percentile(draws @ distinct / 13, [2.5, 97.5])
+
+    result = stats.bootstrap_mean(values, seed=3)
+
+    assert (result.low, result.high) == pytest.approx(tuple(expected), abs=TOLERANCE)
