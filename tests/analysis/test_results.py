@@ -186,3 +186,19 @@ def test_an_unknown_rating_names_the_file_and_the_value():
 
     with pytest.raises(AnalysisInputError, match=r"task2_consensus.csv: rating 'Equivalnt' is not a task2 label"):
         analyze(frames)
+
+
+def test_adjudicated_examples_report_the_adjudicators_rating_and_its_distance_from_the_three_reads():
+    plan = [
+        ("hedging", "1", "original", (0, 1, 2), 2),  # distances 2, 1, 0
+        ("hedging", "2", "original", (2, 0, 1), 1),  # distances 1, 1, 0
+        ("terminology", "3", "original", (0, 0), None),
+    ]
+    table = analyze(make_frames(task1=plan), task="task1").tables["adjudication"]
+
+    overall = _row(table, level="overall")
+    assert overall["n_adjudicated"] == 2
+    assert (overall["rated_realistic_or_equivalent"], overall["rated_minor"], overall["rated_major"]) == (0, 1, 1)
+    assert overall["mean_distance_to_reads"] == pytest.approx((1 + 2 / 3) / 2, abs=TOLERANCE)
+    assert overall["matched_a_read"] == 2
+    assert _row(table, level="variation", group="hedging")["n_adjudicated"] == 2
