@@ -61,3 +61,10 @@ def test_it_refuses_an_empty_file_and_a_path_that_is_not_a_folder(release):
         read_release(release)
     with pytest.raises(NotARelease, match="not a folder"):
         read_release(release / "README.md")
+
+
+def test_it_reads_a_file_saved_with_a_byte_order_mark(release):
+    path = release / "task2" / "task2_consensus.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+
+    assert read_release(release).task2_consensus["dataset"].tolist() == ["mimic-cxr"]
