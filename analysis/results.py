@@ -12,7 +12,7 @@ datasets); table rows carry `level` and `group`.
 A number the data do not define is empty (None) with the reason in the row's `note`, never NaN.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,12 +72,29 @@ class Results:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None, task: str | None = None) -> Results:
-    """Every table and the JSON document for these frames, optionally for one dataset and/or one task."""
+def analyze(
+    frames: ReleaseFrames,
+    *,
+    seed: int = 0,
+    dataset: str | None = None,
+    task: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Results:
+    """Every table and the JSON document for these frames, optionally for one dataset and/or one task.
+
+    `progress(done, total)`, if given, is called as the steps finish (for a worker's progress bar).
+    """
     if task is not None and task not in TASK_ALIASES:
         raise AnalysisInputError(f"task: unknown task {task!r}; use task1 (realism) or task2 (equivalence).")
     tasks = [TASK_ALIASES[task]] if task else ["task1", "task2"]
+    datasets = sorted(_datasets(frames))
     frames = _only_dataset(frames, dataset) if dataset else frames
+    steps = 2 * len(tasks)
+
+    def advance(done: int) -> None:
+        if progress is not None:
+            progress(done, steps)
+
     live = frames.reads is not None
     tables: dict[str, pd.DataFrame] = {}
     counts: dict[str, dict] = {}
@@ -93,11 +110,8 @@ def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None,
         tables["task1_ratings"] = _rating_counts(consensus, "task1", by_report_type=True)
         tables["task1_realistic"] = _task1_realistic(consensus)
         tables["task1_degradation"] = _degradation(pairs, seed)
-        counts["task1"] = {
-            "examples": len(consensus),
-            "pairs": len(pairs),
-            "annotations": len(full),
-        }
+        counts["task1"] = {"examples": len(consensus), "pairs": len(pairs), "annotations": len(full)}
+        advance(1)
     if "task2" in tasks:
         consensus2 = _scored(frames.task2_consensus, "task2", "task2_consensus.csv")
         full2 = _scored(frames.task2_full, "task2", "task2_full.csv")
@@ -105,8 +119,9 @@ def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None,
         tables["task2_ratings"] = _rating_counts(consensus2, "task2", by_report_type=False)
         tables["task2_proportions"] = _task2_proportions(consensus2)
         counts["task2"] = {"examples": len(consensus2), "annotations": len(full2)}
+        advance(len(tasks))
 
-    for name in tasks:
+    for done, name in enumerate(tasks, start=len(tasks) + 1):
         consensus_t, full_t = (consensus, full) if name == "task1" else (consensus2, full2)
         if live:
             reads = _initial_reads(frames.reads, name, consensus_t)
@@ -114,6 +129,7 @@ def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None,
         agreement.append(_release_agreement(consensus_t, full_t, name))
         disagreement.append(_disagreement(consensus_t, name))
         adjudication.append(_adjudication(consensus_t, full_t, name))
+        advance(done)
     tables["agreement"] = pd.concat(agreement, ignore_index=True)
     tables["disagreement"] = pd.concat(disagreement, ignore_index=True)
     tables["adjudication"] = pd.concat(adjudication, ignore_index=True)
@@ -124,7 +140,7 @@ def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None,
         "source": "live" if live else "release",
         "filters": {"dataset": dataset, "task": tasks[0] if task else None},
         "scale": {name: list(LABELS[name]) for name in tasks},
-        "datasets": sorted(_datasets(frames)),
+        "datasets": datasets,
         "counts": counts,
         "methods": METHODS,
         "seed": seed,

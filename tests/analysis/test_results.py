@@ -163,6 +163,8 @@ def test_it_filters_by_dataset_and_task():
     assert analyze(both).document["counts"]["task1"]["examples"] == len(frames.task1_consensus) + 1
     only_iu = analyze(both, dataset="iu-xray")
     assert only_iu.document["counts"]["task1"]["examples"] == 1
+    assert only_iu.document["datasets"] == ["iu-xray", "mimic-cxr"]
+    assert only_iu.document["filters"] == {"dataset": "iu-xray", "task": None}
     assert only_iu.document["counts"]["task2"]["examples"] == 0
     only_task2 = analyze(both, task="equivalence")
     assert set(only_task2.tables) == {"task2_ratings", "task2_proportions", "agreement", "disagreement", "adjudication"}
@@ -202,3 +204,12 @@ def test_adjudicated_examples_report_the_adjudicators_rating_and_its_distance_fr
     assert overall["mean_distance_to_reads"] == pytest.approx((1 + 2 / 3) / 2, abs=TOLERANCE)
     assert overall["matched_a_read"] == 2
     assert _row(table, level="variation", group="hedging")["n_adjudicated"] == 2
+
+
+def test_progress_is_reported_step_by_step_up_to_the_total():
+    seen = []
+    analyze(
+        make_frames(task2=[("hedging", "1", (0, 0), None)]), progress=lambda done, total: seen.append((done, total))
+    )
+
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
