@@ -121,3 +121,12 @@ def test_a_task_filter_leaves_the_other_tasks_figures_saying_so(task):
     results = analyze(make_frames(), task=task)
     for name in FIGURES:
         assert render_figure(results, name, "svg").startswith(b"<?xml")
+
+
+def test_every_figure_renders_for_a_study_with_a_single_pair():
+    plan = [("hedging", "1", "original", (0, 0), None), ("hedging", "1", "alternative", (2, 2), None)]
+    results = analyze(make_frames(task1=plan, task2=[("hedging", "1", (0, 1, 1), None)], live=True))
+
+    for name in FIGURES:
+        for fmt in ("svg", "png"):
+            assert render_figure(results, name, fmt)
