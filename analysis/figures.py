@@ -162,7 +162,8 @@ def _forest(results: Results) -> Figure:
     axes.axvline(0, color="grey", linestyle="--", linewidth=1)
     axes.set_yticks(y, [g for g in table["group"]], fontsize=9)
     axes.set_ylim(-0.7, len(table) - 0.3)
-    limit = max(1.0, *(abs(v) for v in table[["ci_low", "ci_high"]].to_numpy().ravel() if v is not None))
+    ends = table[["ci_low", "ci_high", "mean_difference"]].to_numpy().ravel()
+    limit = max([1.0, *(abs(v) for v in ends if v is not None)])
     axes.set_xlim(-limit - 0.1, limit + 0.1)
     axes.set_xlabel(
         "Mean difference in consensus score, alternative - original (bootstrap 95% CI)\n"

@@ -37,7 +37,7 @@ def _header(path: Path, relative: str) -> list[str]:
         raise NotARelease(f"{relative}: not UTF-8 text. Release files are UTF-8 CSV.") from None
     if not first.strip():
         raise NotARelease(f"{relative}: empty file; a release file starts with its header row.")
-    return pd.read_csv(path, nrows=0, dtype=str, keep_default_na=False, encoding="utf-8").columns.tolist()
+    return pd.read_csv(path, nrows=0, dtype=str, keep_default_na=False, encoding="utf-8-sig").columns.tolist()
 
 
 def _read(folder: Path, relative: str, columns: list[str], text: bool) -> pd.DataFrame:
@@ -55,7 +55,7 @@ def _read(folder: Path, relative: str, columns: list[str], text: bool) -> pd.Dat
         )
     wanted = columns if text else [c for c in columns if c in ANALYSIS_COLUMNS]
     frame = pd.read_csv(
-        path, dtype=str, keep_default_na=False, usecols=wanted, encoding="utf-8", engine="c", na_filter=False
+        path, dtype=str, keep_default_na=False, usecols=wanted, encoding="utf-8-sig", engine="c", na_filter=False
     )
     return frame[wanted]
 

@@ -12,7 +12,7 @@ datasets); table rows carry `level` and `group`.
 A number the data do not define is empty (None) with the reason in the row's `note`, never NaN.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,12 +72,29 @@ class Results:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None, task: str | None = None) -> Results:
-    """Every table and the JSON document for these frames, optionally for one dataset and/or one task."""
+def analyze(
+    frames: ReleaseFrames,
+    *,
+    seed: int = 0,
+    dataset: str | None = None,
+    task: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Results:
+    """Every table and the JSON document for these frames, optionally for one dataset and/or one task.
+
+    `progress(done, total)`, if given, is called as the steps finish (for a worker's progress bar).
+    """
     if task is not None and task not in TASK_ALIASES:
         raise AnalysisInputError(f"task: unknown task {task!r}; use task1 (realism) or task2 (equivalence).")
     tasks = [TASK_ALIASES[task]] if task else ["task1", "task2"]
+    datasets = sorted(_datasets(frames))
     frames = _only_dataset(frames, dataset) if dataset else frames
+    steps = 2 * len(tasks)
+
+    def advance(done: int) -> None:
+        if progress is not None:
+            progress(done, steps)
+
     live = frames.reads is not None
     tables: dict[str, pd.DataFrame] = {}
     counts: dict[str, dict] = {}
@@ -93,11 +110,8 @@ def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None,
         tables["task1_ratings"] = _rating_counts(consensus, "task1", by_report_type=True)
         tables["task1_realistic"] = _task1_realistic(consensus)
         tables["task1_degradation"] = _degradation(pairs, seed)
-        counts["task1"] = {
-            "examples": len(consensus),
-            "pairs": len(pairs),
-            "annotations": len(full),
-        }
+        counts["task1"] = {"examples": len(consensus), "pairs": len(pairs), "annotations": len(full)}
+        advance(1)
     if "task2" in tasks:
         consensus2 = _scored(frames.task2_consensus, "task2", "task2_consensus.csv")
         full2 = _scored(frames.task2_full, "task2", "task2_full.csv")
@@ -105,8 +119,9 @@ def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None,
         tables["task2_ratings"] = _rating_counts(consensus2, "task2", by_report_type=False)
         tables["task2_proportions"] = _task2_proportions(consensus2)
         counts["task2"] = {"examples": len(consensus2), "annotations": len(full2)}
+        advance(len(tasks))
 
-    for name in tasks:
+    for done, name in enumerate(tasks, start=len(tasks) + 1):
         consensus_t, full_t = (consensus, full) if name == "task1" else (consensus2, full2)
         if live:
             reads = _initial_reads(frames.reads, name, consensus_t)
@@ -114,6 +129,7 @@ def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None,
         agreement.append(_release_agreement(consensus_t, full_t, name))
         disagreement.append(_disagreement(consensus_t, name))
         adjudication.append(_adjudication(consensus_t, full_t, name))
+        advance(done)
     tables["agreement"] = pd.concat(agreement, ignore_index=True)
     tables["disagreement"] = pd.concat(disagreement, ignore_index=True)
     tables["adjudication"] = pd.concat(adjudication, ignore_index=True)
@@ -124,7 +140,7 @@ def analyze(frames: ReleaseFrames, *, seed: int = 0, dataset: str | None = None,
         "source": "live" if live else "release",
         "filters": {"dataset": dataset, "task": tasks[0] if task else None},
         "scale": {name: list(LABELS[name]) for name in tasks},
-        "datasets": sorted(_datasets(frames)),
+        "datasets": datasets,
         "counts": counts,
         "methods": METHODS,
         "seed": seed,
@@ -157,7 +173,7 @@ def _datasets(frames: ReleaseFrames) -> set[str]:
 
 def _scores(ratings: pd.Series, task: str, where: str) -> np.ndarray:
     labels = LABELS[task]
-    codes = pd.Categorical(ratings, categories=labels).codes
+    codes = pd.Index(labels).get_indexer(ratings)
     if (codes < 0).any():
         bad = ratings[codes < 0].iloc[0]
         raise AnalysisInputError(f"{where}: rating {bad!r} is not a {task} label; expected one of {', '.join(labels)}.")
@@ -171,9 +187,23 @@ def _scored(frame: pd.DataFrame, task: str, where: str) -> pd.DataFrame:
 
 
 def _with_consensus(full: pd.DataFrame, consensus: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """The annotations of examples that have a consensus."""
-    keys = consensus[key].drop_duplicates()
-    return full.merge(keys, on=key, how="inner")
+    """The annotations of examples that have a consensus (`consensus` holds only rated rows)."""
+    return full.loc[_in(full, key, consensus)]
+
+
+def _unit_ids(frames: list[pd.DataFrame], key: list[str]) -> list[np.ndarray]:
+    """One integer per row for its example, consistent across the frames (mixed-radix key codes)."""
+    ids = np.zeros(sum(len(frame) for frame in frames), dtype=np.int64)
+    for column in key:
+        codes, uniques = pd.factorize(pd.concat([frame[column] for frame in frames], ignore_index=True))
+        ids = ids * max(len(uniques), 1) + codes
+    return np.split(ids, np.cumsum([len(frame) for frame in frames])[:-1])
+
+
+def _in(frame: pd.DataFrame, key: list[str], within: pd.DataFrame) -> np.ndarray:
+    """For each row of frame, whether its example is among `within`'s."""
+    ids, within_ids = _unit_ids([frame, within], key)
+    return np.isin(ids, within_ids)
 
 
 def _groups(frame: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
@@ -301,20 +331,19 @@ def _task2_proportions(consensus: pd.DataFrame) -> pd.DataFrame:
 # Agreement ----------------------------------------------------------------------------------------
 
 
-def _count_matrix(frame: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
-    """Units x 3 matrix of read counts per score, and each unit's key (with its variation)."""
+def _count_matrix(frame: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Units x 3 matrix of read counts per score, and each unit's variation."""
     if frame.empty:
-        return np.zeros((0, 3)), pd.DataFrame(columns=key)
-    units = frame.groupby(key, sort=True, observed=True).ngroup().to_numpy()
+        return np.zeros((0, 3)), np.array([], dtype=object)
+    units, _ = pd.factorize(_unit_ids([frame], key)[0])
     matrix = np.zeros((units.max() + 1, 3))
     np.add.at(matrix, (units, frame["score"].to_numpy().astype(int)), 1)
-    unit_keys = frame[key].drop_duplicates().sort_values(key).reset_index(drop=True)
-    return matrix, unit_keys
+    _, first = np.unique(units, return_index=True)
+    return matrix, frame["reref_variation"].to_numpy()[first]
 
 
 def _agreement_rows(task: str, source: str, measures: dict, key: list[str], frame: pd.DataFrame, note: str = ""):
-    matrix, unit_keys = _count_matrix(frame, key)
-    variations = unit_keys["reref_variation"].to_numpy() if len(unit_keys) else np.array([])
+    matrix, variations = _count_matrix(frame, key)
     groups = [("overall", "all", np.ones(len(matrix), dtype=bool))]
     groups += [("variation", str(v), variations == v) for v in sorted(set(variations))]
     rows = []
@@ -340,7 +369,7 @@ def _initial_reads(reads: pd.DataFrame, task: str, consensus: pd.DataFrame) -> p
     initial = reads[(reads["task"] == task) & reads["slot"].isin(["1", "2"])]
     key = KEYS[task]
     initial = _scored(initial, task, "reads")
-    return initial.merge(consensus[key].drop_duplicates(), on=key, how="inner")
+    return initial.loc[_in(initial, key, consensus)]
 
 
 def _initial_read_agreement(reads: pd.DataFrame, task: str) -> pd.DataFrame:
