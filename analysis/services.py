@@ -233,7 +233,13 @@ def compute_results(study: Study, scope: Scope, *, requested_version: str = "") 
         version = data_version(study)
         frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
     progress(50)
-    results = analyze(frames, seed=RESULTS_SEED, dataset=scope.dataset or None, task=scope.task or None)
+    results = analyze(
+        frames,
+        seed=RESULTS_SEED,
+        dataset=scope.dataset or None,
+        task=scope.task or None,
+        progress=lambda done, total: progress(50 + 20 * done // max(total, 1)),
+    )
     reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
     readers = reader_quality(dataclasses.replace(frames, reads=reads))
     progress(70)
