@@ -9,17 +9,19 @@ Only a live study knows who read what, in which slot: `reads` adds every individ
 the released examples, with an opaque per-study reader key instead of the account.
 """
 
+# ruff: noqa: S608 - the SQL is built from the models' table names and fixed column names only;
+# every value (study, datasets, labels) is passed as a query parameter.
+
 import hashlib
 import hmac
 import io
 from collections.abc import Iterator
 
 import pandas as pd
-from django.db.models import F
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
 from analysis.release_folder import ANALYSIS_COLUMNS
-from annotation.models import Annotation, Rating, Study, Task
+from annotation.models import Annotation, Assignment, Study, Task
 from exports import rows
 
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
@@ -37,7 +39,7 @@ def study_frames(study: Study, *, datasets: list[str] | None = None, text: bool 
     for task, prefix in TASK_PREFIX.items():
         selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
         queries = {
-            "full": (rows.full_query(selection, study.seed), ()),
+            "full": (rows.full_query(selection, study.seed, text=text), ()),
             "disagreed": (rows.disagreed_query(selection), ()),
             # The consensus query returns three more columns after the record (for the README's counts).
             "consensus": (rows.consensus_query(selection), ("text", "text", "int8")),
@@ -72,47 +74,45 @@ def reader_keys(study: Study) -> dict[str, int]:
     return {reader_key(study, reader_id): reader_id for reader_id in ids}
 
 
+def reads_query(study: Study, datasets: list[str]) -> tuple[str, list]:
+    """Every read of the examples with a consensus as a CSV record (columns READS, reader as its user id).
+
+    Formatted by the database with the release's own field and record helpers (exports.rows).
+    """
+    dialect = rows._dialect()
+    params: list = []
+    task = f"CASE e.task WHEN '{Task.REALISM}' THEN 'task1' ELSE 'task2' END"
+    fields = [
+        task,
+        rows._field(dialect, "d.key"),
+        rows._field(dialect, "p.source_study_id"),
+        rows._field(dialect, "v.key"),
+        "e.report_type",
+        "CAST(s.slot AS text)",
+        "CAST(a.reader_id AS text)",
+        rows._label("a.rating", params),
+        rows._field(dialect, "a.rationale"),
+        "COALESCE(CAST(a.duration_ms AS text), '')",
+    ]
+    where = ["e.study_id = %s", "a.voided_at IS NULL"]
+    params.append(study.pk)
+    if datasets:
+        where.append(f"d.key IN ({', '.join(['%s'] * len(datasets))})")
+        params += datasets
+    sql = f"""
+    SELECT {rows._record(dialect, fields)}
+    {rows._FROM_EXAMPLES}
+    JOIN {rows.ANNOTATION} a ON a.example_id = e.id
+    JOIN {Assignment._meta.db_table} s ON s.id = a.assignment_id
+    WHERE {" AND ".join(where)} AND EXISTS (SELECT 1 FROM {rows.CONSENSUS} c0 WHERE c0.example_id = e.id)"""
+    return sql, params
+
+
 def study_reads(study: Study, *, datasets: list[str] | None = None) -> pd.DataFrame:
     """Every individual read (adjudications excluded) of the examples with a consensus: columns READS."""
-    annotations = Annotation.objects.filter(
-        example__study=study, voided_at__isnull=True, example__consensus__isnull=False
-    )
-    if datasets:
-        annotations = annotations.filter(example__pair__dataset__key__in=datasets)
-    values = annotations.values_list(
-        "task",
-        F("example__pair__dataset__key"),
-        F("example__pair__source_study_id"),
-        F("example__pair__variation__key"),
-        F("example__report_type"),
-        F("assignment__slot"),
-        "reader_id",
-        "rating",
-        "rationale",
-        "duration_ms",
-    ).order_by()
-    labels = dict(Rating.choices)
-    keys: dict[int, str] = {}
-    records = []
-    for task, dataset, study_id, variation, report_type, slot, reader_id, rating, rationale, duration in values:
-        if reader_id not in keys:
-            keys[reader_id] = reader_key(study, reader_id)
-        records.append(
-            (
-                TASK_PREFIX[task],
-                dataset,
-                study_id,
-                variation,
-                report_type,
-                str(slot),
-                keys[reader_id],
-                labels[rating],
-                rationale,
-                "" if duration is None else str(duration),
-            )
-        )
-    frame = pd.DataFrame.from_records(records, columns=READS)
-    frame = frame.astype(str) if len(frame) else pd.DataFrame({column: pd.Series(dtype=str) for column in READS})
+    frame = _parse(READS, rows.stream(*reads_query(study, sorted(set(datasets or [])))), text=True)
+    keys = {reader_id: reader_key(study, int(reader_id)) for reader_id in frame["reader"].unique()}
+    frame["reader"] = frame["reader"].map(keys).astype(str)
     return frame.sort_values(["task", "dataset", "study_id", "reref_variation", "report_type", "slot"]).reset_index(
         drop=True
     )

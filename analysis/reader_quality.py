@@ -15,9 +15,9 @@ the read is not counted. Reads are compared within one task, so the two scales n
 """
 
 import statistics
-from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from analysis.frames import ReleaseFrames
@@ -60,80 +60,84 @@ class ReaderQuality:
         return self.ratings[task].get(label, 0) / total if total else None
 
 
+EXAMPLE = ["task", "dataset", "study_id", "reref_variation", "report_type"]
+
+
 def reader_quality(frames: ReleaseFrames) -> list[ReaderQuality]:
     """Every reader of the study's reads, sorted by key, flagged where far from the others."""
     if frames.reads is None:
         raise ValueError("Reader quality needs a live study's reads; a release does not have them.")
-    reads = frames.reads
-    references = _references(reads, _adjudications(frames))
-    by_reader: dict[str, list[dict]] = defaultdict(list)
-    for read, reference in zip(reads.to_dict("records"), references, strict=True):
-        by_reader[read["reader"]].append({**read, "reference": reference})
-    readers = [_figures(reader, records) for reader, records in sorted(by_reader.items())]
+    reads = frames.reads.reset_index(drop=True)
+    if reads.empty:
+        return []
+    reads = reads.assign(reference=_references(reads, _adjudications(frames)))
+    readers = [_figures(str(reader), part) for reader, part in reads.groupby("reader", sort=True)]
     _flag(readers)
     return readers
 
 
-def _example_key(read: dict) -> tuple:
-    return (read["task"], read["dataset"], read["study_id"], read["reref_variation"], read["report_type"])
-
-
-def _adjudications(frames: ReleaseFrames) -> dict[tuple, str]:
-    decided = {}
+def _adjudications(frames: ReleaseFrames) -> pd.DataFrame:
+    """The adjudicators' ratings, one row per decided example: the columns EXAMPLE and adjudicated."""
+    tables = []
     for task, table in (("task1", frames.task1_disagreed), ("task2", frames.task2_disagreed)):
-        for row in table.to_dict("records"):
-            if row["rating"]:
-                key = (task, row["dataset"], row["study_id"], row["reref_variation"], row.get("report_type", ""))
-                decided[key] = row["rating"]
-    return decided
+        decided = table[table["rating"] != ""]
+        tables.append(
+            pd.DataFrame(
+                {
+                    "task": task,
+                    "dataset": decided["dataset"],
+                    "study_id": decided["study_id"],
+                    "reref_variation": decided["reref_variation"],
+                    "report_type": decided.get("report_type", ""),
+                    "adjudicated": decided["rating"],
+                }
+            )
+        )
+    return pd.concat(tables, ignore_index=True).astype(str)
 
 
-def _references(reads: pd.DataFrame, adjudications: dict[tuple, str]) -> list[str | None]:
+def _references(reads: pd.DataFrame, adjudications: pd.DataFrame) -> pd.Series:
     """For each read, the consensus of the example's other reads (None where there is none)."""
-    ratings_of: dict[tuple, list[str]] = defaultdict(list)
-    records = reads.to_dict("records")
-    for read in records:
-        ratings_of[_example_key(read)].append(read["rating"])
-    references = []
-    for read in records:
-        key = _example_key(read)
-        others = list(ratings_of[key])
-        others.remove(read["rating"])
-        counts = Counter(others).most_common()
-        if counts and (len(counts) == 1 or counts[0][1] > counts[1][1]):
-            references.append(counts[0][0])
-        else:
-            references.append(adjudications.get(key))
-    return references
+    example = reads.groupby(EXAMPLE, sort=False).ngroup()
+    mine = pd.get_dummies(reads["rating"]).astype(int)
+    others = mine.groupby(example).transform("sum") - mine  # per read: the other reads' ratings, counted
+    counts = others.to_numpy()
+    top = counts.max(axis=1)
+    decided = (top > 0) & ((counts == top[:, None]).sum(axis=1) == 1)
+    majority = np.asarray(others.columns)[counts.argmax(axis=1)]
+    adjudicated = reads[EXAMPLE].merge(adjudications, on=EXAMPLE, how="left")["adjudicated"].to_numpy()
+    reference = np.where(decided, majority, adjudicated)
+    return pd.Series(reference, index=reads.index, dtype=object).where(pd.notna(reference), None)
 
 
-def _figures(reader: str, records: list[dict]) -> ReaderQuality:
+def _figures(reader: str, reads: pd.DataFrame) -> ReaderQuality:
     notes = {}
-    reads_by_task = Counter(r["task"] for r in records)
+    reads_by_task = {task: int(n) for task, n in reads["task"].value_counts().items()}
     ratings = {}
     for task, labels in LABELS.items():
-        counts = Counter(r["rating"] for r in records if r["task"] == task)
-        ratings[task] = {label: counts[label] for label in labels}  # in the scale's order, zeros included
+        counts = reads.loc[reads["task"] == task, "rating"].value_counts()
+        ratings[task] = {label: int(counts.get(label, 0)) for label in labels}  # the scale's order, zeros too
 
-    compared = [r for r in records if r["reference"] is not None]
-    agreement = sum(r["rating"] == r["reference"] for r in compared) / len(compared) if compared else None
+    compared = reads[reads["reference"].notna()]
+    agreement = float((compared["rating"] == compared["reference"]).mean()) if len(compared) else None
     if agreement is None:
         notes["agreement"] = "no read with a consensus of the other reads yet"
 
-    durations = [int(r["duration_ms"]) for r in records if r["duration_ms"] != ""]
-    median_seconds = statistics.median(durations) / 1000 if durations else None
+    durations = reads.loc[reads["duration_ms"] != "", "duration_ms"].astype(int)
+    median_seconds = float(durations.median()) / 1000 if len(durations) else None
     if median_seconds is None:
         notes["median_seconds"] = "no read with a recorded time"
 
-    rationales = [r["rationale"].strip() for r in records if r["rationale"].strip()]
-    short = sum(len(text) < SHORT_RATIONALE for text in rationales) / len(rationales) if rationales else None
+    rationales = reads["rationale"].str.strip()
+    rationales = rationales[rationales != ""]
+    short = float((rationales.str.len() < SHORT_RATIONALE).mean()) if len(rationales) else None
     if short is None:
         notes["short_rationales"] = "no rationale written"
 
     return ReaderQuality(
         reader=reader,
-        reads=len(records),
-        reads_by_task=dict(reads_by_task),
+        reads=len(reads),
+        reads_by_task=reads_by_task,
         ratings=ratings,
         agreement=agreement,
         agreement_reads=len(compared),

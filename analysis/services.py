@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, Max, Q, Sum
 
 from analysis.live import study_frames
@@ -213,8 +213,8 @@ def _write_status(path: Path, status: str, *, progress: int = 0, error: str = ""
 def compute_results(study: Study, scope: Scope, *, requested_version: str = "") -> Path:
     """Analyse the study's current rows for a scope and store the results (the worker's job).
 
-    Reads every table in one snapshot of the database, so that a rating saved meanwhile is either
-    in all of them or in none. Returns the folder of the computed version.
+    The rows are streamed with the release's own queries (binary COPY on PostgreSQL). Returns the
+    folder of the computed version.
     """
     directory = _scope_dir(study, scope)
     directory.mkdir(parents=True, exist_ok=True)
@@ -225,13 +225,10 @@ def compute_results(study: Study, scope: Scope, *, requested_version: str = "") 
             _write_status(status_path, "running", progress=percent)
 
     progress(5)
-    outermost = not connection.in_atomic_block
-    with transaction.atomic():
-        if connection.vendor == "postgresql" and outermost:
-            with connection.cursor() as cursor:
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        version = data_version(study)
-        frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
+    # The version is read before the rows: a rating saved while they are read changes the study's
+    # version, so these results are stale at once and the next request computes them again.
+    version = data_version(study)
+    frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
     progress(50)
     results = analyze(
         frames,
