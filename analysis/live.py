@@ -21,7 +21,7 @@ import pandas as pd
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
 from analysis.release_folder import ANALYSIS_COLUMNS
-from annotation.models import Annotation, Assignment, Study, Task
+from annotation.models import Assignment, Study, StudyMember, Task
 from exports import rows
 
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
@@ -69,8 +69,8 @@ def reader_key(study: Study, reader_id: int) -> str:
 
 
 def reader_keys(study: Study) -> dict[str, int]:
-    """Opaque key -> user id for the readers of a study (for the coordinator's page only)."""
-    ids = Annotation.objects.filter(example__study=study).values_list("reader_id", flat=True).distinct().order_by()
+    """Opaque key -> user id for the members of a study (for the coordinator's page only)."""
+    ids = StudyMember.objects.filter(study=study).values_list("user_id", flat=True).distinct().order_by()
     return {reader_key(study, reader_id): reader_id for reader_id in ids}
 
 

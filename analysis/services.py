@@ -29,14 +29,12 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Max, Q, Sum
 
 from analysis.live import study_frames
 from analysis.reader_quality import reader_quality
 from analysis.report import write_results
 from analysis.results import SCHEMA, analyze
-from annotation.models import Annotation, Dataset, Study
-from consensus.models import ConsensusLabel
+from annotation.models import AuditAction, AuditEvent, Dataset, Study
 from exports.services import zip_release
 
 logger = logging.getLogger("readingroom.analysis")
@@ -83,16 +81,30 @@ def check_scope(study: Study, *, dataset: str = "", task: str = "") -> Scope:
     return Scope(dataset, task)
 
 
+# Every change to what the results rest on writes one of these audit events, in its own transaction.
+RESULT_EVENTS = (
+    AuditAction.SUBMITTED,
+    AuditAction.VOIDED,
+    AuditAction.CONSENSUS,
+    AuditAction.CONSENSUS_WITHDRAWN,
+    AuditAction.ADJUDICATED,
+)
+
+
 def data_version(study: Study) -> str:
-    """Changes whenever a rating, void, third read or adjudication changes what the results rest on."""
-    consensus = ConsensusLabel.objects.filter(example__study=study).aggregate(
-        n=Count("pk"), total=Sum("pk"), last=Max("pk")
+    """Changes whenever a rating, void, consensus or adjudication changes what the results rest on.
+
+    The newest audit event of those kinds (the audit trail is append-only): one short index scan,
+    cheap enough for every page request and every poll.
+    """
+    last = (
+        AuditEvent.objects.filter(study=study, action__in=RESULT_EVENTS)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
     )
-    annotations = Annotation.objects.filter(example__study=study).aggregate(
-        n=Count("pk"), voided=Count("pk", filter=Q(voided_at__isnull=False)), last=Max("pk")
-    )
-    state = [SCHEMA, RESULTS_SEED, *consensus.values(), *annotations.values()]
-    return hashlib.sha256(json.dumps(state, default=str).encode()).hexdigest()[:16]
+    state = [SCHEMA, RESULTS_SEED, last]
+    return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
 
 
 @dataclass

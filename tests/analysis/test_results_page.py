@@ -15,6 +15,7 @@ from analysis.live import reader_key
 from analysis.services import Scope, request_results, results_state
 from analysis.tasks import compute_results_task
 from annotation.models import Annotation, Example, Rating, Role
+from consensus.services import void_annotation
 from tests.exports.release_helpers import rated_study
 from tests.factories import make_pair, make_study, make_user, rate_open_reads
 
@@ -184,10 +185,8 @@ def test_a_new_rating_makes_it_recompute_while_showing_the_last_results(
     assert "Up to date" in client.get(_url(study)).content.decode()  # a new pair changes no result
 
     annotation = Annotation.objects.filter(example__study=study).first()
-    annotation.voided_at = annotation.created_at
-    annotation.void_reason = "Test."
-    annotation.save(update_fields=["voided_at", "void_reason"])
     with django_capture_on_commit_callbacks(execute=True):
+        void_annotation(annotation.public_id, actor=coordinator, reason="Rated the wrong report.")
         response = client.get(_url(study))
 
     html = response.content.decode()
