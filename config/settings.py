@@ -5,6 +5,7 @@ SECRET_KEY     required unless DEBUG is on
 DEBUG          off by default
 ALLOWED_HOSTS  comma-separated
 READINGROOM_RELEASES_DIR  where built release zips are kept (default: releases/ in the project)
+READINGROOM_RESULTS_DIR   where computed study results are kept (default: results/ in the project)
 """
 
 from pathlib import Path
@@ -49,6 +50,7 @@ INSTALLED_APPS = [
     "annotation",
     "consensus",
     "exports",
+    "analysis",
 ]
 
 MIDDLEWARE = [
@@ -169,6 +171,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # queue: `manage.py db_worker` runs them (bin/demo starts one). Finished zips are kept here.
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
 RELEASES_DIR = Path(env_str("READINGROOM_RELEASES_DIR", str(BASE_DIR / "releases")))
+# Study results (tables, figures, the download) are computed by the same worker and kept here.
+RESULTS_DIR = Path(env_str("READINGROOM_RESULTS_DIR", str(BASE_DIR / "results")))
 
 # Security headers. Production sits behind TLS; the secure defaults follow DEBUG.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)

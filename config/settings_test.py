@@ -26,6 +26,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F
 TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": ["default"]}}
 # Never the project's releases/ folder; the release tests point it at their own tmp_path.
 RELEASES_DIR = Path(tempfile.gettempdir()) / "readingroom-test-releases"
+RESULTS_DIR = Path(tempfile.gettempdir()) / "readingroom-test-results"
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not SQLite's shared in-memory database: the browser tests' live server runs in another

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
+from analysis import api as analysis_api
 from annotation import api as annotation_api
 from consensus import api as consensus_api
 from exports import api as exports_api
@@ -56,6 +57,8 @@ coordination_api = [
         consensus_api.AnnotationVoidView.as_view(),
         name="api_annotation_void",
     ),
+    # Coordinators and data managers: the study's results (analysis).
+    path("studies/<slug:slug>/results/", analysis_api.StudyResultsView.as_view(), name="api_study_results"),
 ]
 
 urlpatterns = [
@@ -68,6 +71,7 @@ urlpatterns = [
     path("api/", include(router.urls)),
     path("", include("consensus.urls")),
     path("", include("exports.urls")),
+    path("", include("analysis.urls")),
     path("", include("annotation.urls")),
 ]
 

@@ -152,8 +152,12 @@ def _shown(dialect: Dialect, condition: str, section: str, *, swapped: bool = Fa
     return _field(dialect, f"CASE WHEN {condition} THEN p.{first}_{section} ELSE p.{second}_{section} END")
 
 
-def full_query(selection: Selection, seed: int) -> tuple[str, list]:
-    """One record per individual annotation, adjudications excluded, in key then index order."""
+def full_query(selection: Selection, seed: int, *, text: bool = True) -> tuple[str, list]:
+    """One record per individual annotation, adjudications excluded, in key then index order.
+
+    text=False leaves the rationale and the report sections empty (the analysis does not read
+    them); every other field is the same.
+    """
     dialect = _dialect()
     realism = selection.task == Task.REALISM
     params: list = []
@@ -164,14 +168,15 @@ def full_query(selection: Selection, seed: int) -> tuple[str, list]:
     index = "CAST(row_number() OVER shuffled - 1 AS text)"
     fields = _key_fields(dialect, realism) + ([index] if realism else [index, "a.report_a_type"])
     fields.append(_label("a.rating", params))
-    fields += [_field(dialect, column) for column in ("a.rationale", "p.indication", "p.comparison", "p.technique")]
+    texts = [_field(dialect, column) for column in ("a.rationale", "p.indication", "p.comparison", "p.technique")]
     sections = ("findings", "impression")
     if realism:
-        fields += [_shown(dialect, f"e.report_type = '{ReportType.ORIGINAL}'", section) for section in sections]
+        texts += [_shown(dialect, f"e.report_type = '{ReportType.ORIGINAL}'", section) for section in sections]
     else:
         a_is_original = f"a.report_a_type = '{ReportType.ORIGINAL}'"
-        fields += [_shown(dialect, a_is_original, section) for section in sections]
-        fields += [_shown(dialect, a_is_original, section, swapped=True) for section in sections]
+        texts += [_shown(dialect, a_is_original, section) for section in sections]
+        texts += [_shown(dialect, a_is_original, section, swapped=True) for section in sections]
+    fields += texts if text else ["''"] * len(texts)
     where = selection.where(params)
     keys = ", ".join(_keys(dialect, realism))
     sql = f"""

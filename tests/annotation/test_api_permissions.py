@@ -113,6 +113,9 @@ ENDPOINTS = [
     Endpoint(
         "api_annotation_void", "post", f"/api/annotations/{SOME_ID}/void/", COORDINATORS, 404, lambda: {"reason": "x"}
     ),
+    # The study's results, computed in the background: the first request queues them (202).
+    Endpoint("api_study_results", "get", "/api/studies/s1/results/", COORDINATORS | DATA_MANAGERS, 202),
+    Endpoint("api_study_results", "post", "/api/studies/s1/results/", COORDINATORS | DATA_MANAGERS, 202),
     # The reader API. Nothing is assigned to these users: an empty queue is a 204, and an
     # assignment id is a 404 (never theirs), which a reader only gets past the permission check.
     Endpoint("reading-next", "get", "/api/reading/next/?task=realism", READERS, 204),

@@ -1,0 +1,227 @@
+"""Figures over the result tables: matplotlib's Agg backend, no pyplot state (safe in a web worker).
+
+`render_figure(results, name, fmt)` returns one figure as SVG or PNG bytes (what the Results page
+serves as an image); `render_figures(results, outdir)` writes every figure in `FIGURES`. A figure
+whose data are missing (no Task 2 examples yet, a filter that leaves nothing) says so in the figure
+instead of failing. Palette: Okabe & Ito's colour-blind-safe colours.
+"""
+
+import io
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis.results import LABELS, Results
+
+matplotlib.use("Agg")
+
+FIGURES = ("task1_ratings", "task2_ratings", "task1_forest", "agreement")
+FORMATS = ("svg", "png")
+TITLES = {
+    "task1_ratings": "Task 1, realism: consensus ratings per variation",
+    "task2_ratings": "Task 2, equivalence: consensus ratings per variation",
+    "task1_forest": "Task 1, realism: alternative minus original, per variation",
+    "agreement": "Agreement per variation",
+}
+# Okabe & Ito: blue, orange, vermillion for 0 / 1 / 2; black and grey for the rest.
+SCALE_COLOURS = ("#0072B2", "#E69F00", "#D55E00")
+MEASURE_COLOURS = ("#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#D55E00")
+MEASURE_NAMES = {
+    "two_reads_agreed": "first two reads agreed",
+    "krippendorff_alpha_ordinal_all_reads": "Krippendorff's alpha, ordinal (all reads)",
+    "percent_agreement": "percent agreement (initial reads)",
+    "gwet_ac1": "Gwet's AC1 (initial reads)",
+    "gwet_ac2_ordinal": "Gwet's AC2, ordinal (initial reads)",
+    "krippendorff_alpha_ordinal": "Krippendorff's alpha, ordinal (initial reads)",
+}
+RELEASE_MEASURES = ("two_reads_agreed", "krippendorff_alpha_ordinal_all_reads")
+LIVE_MEASURES = ("percent_agreement", "gwet_ac1", "gwet_ac2_ordinal", "krippendorff_alpha_ordinal")
+DPI = 110
+
+
+def render_figure(results: Results, name: str, fmt: str = "svg") -> bytes:
+    """One figure of `FIGURES` as SVG or PNG bytes."""
+    if name not in FIGURES:
+        raise ValueError(f"figure {name!r}: unknown; the figures are {', '.join(FIGURES)}.")
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r}: use svg or png.")
+    figure = _DRAW[name](results)
+    buffer = io.BytesIO()
+    # No creation date and a fixed hash salt: the same results give the same bytes.
+    metadata = {"Date": None} if fmt == "svg" else {}
+    with matplotlib.rc_context({"svg.hashsalt": "readingroom", "svg.fonttype": "none"}):
+        figure.savefig(buffer, format=fmt, dpi=DPI, metadata=metadata, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def render_figures(results: Results, outdir: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write every figure as <name>.<fmt> into outdir; return the paths written."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in FIGURES:
+        for fmt in formats:
+            path = outdir / f"{name}.{fmt}"
+            path.write_bytes(render_figure(results, name, fmt))
+            written.append(path)
+    return written
+
+
+def _figure(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(width, height), layout="constrained")
+    figure.patch.set_facecolor("white")
+    return figure
+
+
+def _empty(name: str, message: str) -> Figure:
+    figure = _figure(8, 2.5)
+    axes = figure.add_subplot()
+    axes.set_title(TITLES[name])
+    axes.text(0.5, 0.5, message, ha="center", va="center", fontsize=12, transform=axes.transAxes)
+    axes.set_axis_off()
+    return figure
+
+
+def _by_variation(table: pd.DataFrame) -> pd.DataFrame:
+    """The variation rows, then the overall row last, labelled 'all variations'."""
+    variations = table[table["level"] == "variation"]
+    overall = table[table["level"] == "overall"].assign(group="all variations")
+    return pd.concat([variations, overall], ignore_index=True)
+
+
+def _shares(table: pd.DataFrame, groups: list[str], extra: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    subset = table
+    for column, value in (extra or {}).items():
+        subset = subset[subset[column] == value]
+    pivot = subset.pivot_table(index="group", columns="score", values="n", aggfunc="sum").reindex(groups).fillna(0)
+    counts = pivot.reindex(columns=[0, 1, 2], fill_value=0).to_numpy(dtype=float)
+    totals = counts.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = np.where(totals[:, None] > 0, 100 * counts / np.maximum(totals[:, None], 1), 0)
+    return shares, totals.astype(int)
+
+
+def _ratings_figure(results: Results, name: str, task: str) -> Figure:
+    table = results.tables.get(f"{task}_ratings")
+    if table is None or not (table["total"] > 0).any():
+        return _empty(name, f"No {'Task 1' if task == 'task1' else 'Task 2'} examples with a consensus yet.")
+    table = _by_variation(table)
+    groups = list(dict.fromkeys(table["group"]))
+    bars = [(None, "")] if task == "task2" else [("original", "original"), ("alternative", "alternative")]
+    height = 0.8 / len(bars)
+    figure = _figure(10, (0.32 if task == "task2" else 0.55) * len(groups) + 1.8)
+    axes = figure.add_subplot()
+    y = np.arange(len(groups))[::-1].astype(float)
+    for index, (report_type, caption) in enumerate(bars):
+        shares, totals = _shares(table, groups, {"report_type": report_type} if report_type else None)
+        positions = y + 0.4 - height / 2 - index * height
+        left = np.zeros(len(groups))
+        for score, label in enumerate(LABELS[task]):
+            axes.barh(positions, shares[:, score], height * 0.92, left=left, color=SCALE_COLOURS[score],
+                      label=label if index == 0 else None, edgecolor="white", linewidth=0.5)  # fmt: skip
+            left += shares[:, score]
+        for position, total in zip(positions, totals, strict=True):
+            axes.text(101, position, f"{caption} n={total}".strip(), va="center", fontsize=8)
+    axes.set_yticks(y, groups, fontsize=9)
+    axes.set_xlim(0, 100)
+    axes.set_xlabel("Share of consensus ratings (%)")
+    axes.set_title(TITLES[name] + ("\n(upper bar: original report, lower bar: alternative)" if task == "task1" else ""))
+    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0 + 0.6 / figure.get_figheight()), ncols=3,
+                title="Consensus rating", frameon=False)  # fmt: skip
+    axes.spines[["top", "right"]].set_visible(False)
+    return figure
+
+
+def _forest(results: Results) -> Figure:
+    name = "task1_forest"
+    table = results.tables.get("task1_degradation")
+    if table is None or not (table["n_pairs"] > 0).any():
+        return _empty(name, "No Task 1 pairs with a consensus for both reports yet.")
+    table = _by_variation(table).iloc[::-1].reset_index(drop=True)
+    figure = _figure(10, 0.45 * len(table) + 2)
+    axes = figure.add_subplot()
+    y = np.arange(len(table))
+    for row in table.itertuples():
+        overall = row.group == "all variations"
+        colour = "black" if overall else SCALE_COLOURS[0]
+        if row.ci_low is not None:
+            axes.plot([row.ci_low, row.ci_high], [row.Index, row.Index], color=colour, linewidth=2)
+        if row.mean_difference is not None:
+            axes.plot(row.mean_difference, row.Index, marker="D" if overall else "o", color=colour, markersize=7)
+        if row.p_value is None:
+            text = "not tested: " + row.note.split("test: ")[-1] if "test:" in row.note else ""
+        elif overall:
+            text = f"p = {row.p_value:.3g}"
+        else:
+            text = f"p = {row.p_value:.3g}, Holm p = {row.p_holm:.3g}"
+        axes.annotate(f"n={row.n_pairs}   {text}", (1.01, row.Index), xycoords=("axes fraction", "data"),
+                      va="center", fontsize=8)  # fmt: skip
+    axes.axvline(0, color="grey", linestyle="--", linewidth=1)
+    axes.set_yticks(y, [g for g in table["group"]], fontsize=9)
+    axes.set_ylim(-0.7, len(table) - 0.3)
+    ends = table[["ci_low", "ci_high", "mean_difference"]].to_numpy().ravel()
+    limit = max([1.0, *(abs(v) for v in ends if v is not None)])
+    axes.set_xlim(-limit - 0.1, limit + 0.1)
+    axes.set_xlabel(
+        "Mean difference in consensus score, alternative - original (bootstrap 95% CI)\n"
+        "< 0: alternative rated more realistic; > 0: less realistic (0 Realistic, 1 Minor, 2 Major)"
+    )
+    axes.set_title(TITLES[name] + "\nWilcoxon signed-rank (Pratt), Holm-adjusted across variations")
+    axes.spines[["top", "right"]].set_visible(False)
+    return figure
+
+
+def _agreement(results: Results) -> Figure:
+    name = "agreement"
+    table = results.tables.get("agreement")
+    if table is None or table.empty or not table["value"].notna().any():
+        return _empty(name, "No agreement can be computed yet (no examples with two reads).")
+    live = (table["source"] == "initial_reads").any()
+    measures = LIVE_MEASURES if live else RELEASE_MEASURES
+    tasks = [t for t in ("task1", "task2") if (table["task"] == t).any()]
+    figure = _figure(11, 0.55 * len(_groups(table)) + 2.5)
+    axes_list = figure.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
+    groups = _groups(table)
+    y = np.arange(len(groups))[::-1]
+    for axes, task in zip(axes_list, tasks, strict=True):
+        part = table[table["task"] == task]
+        step = 0.7 / len(measures)
+        for index, measure in enumerate(measures):
+            rows = _by_variation(part[part["measure"] == measure]).set_index("group").reindex(groups)
+            offset = 0.35 - step / 2 - index * step
+            for position, row in zip(y + offset, rows.itertuples(), strict=True):
+                if row.value is None or pd.isna(row.value):
+                    continue
+                axes.plot([row.ci_low, row.ci_high], [position, position], color=MEASURE_COLOURS[index], linewidth=1.6)
+                axes.plot(row.value, position, "o", color=MEASURE_COLOURS[index], markersize=5,
+                          label=MEASURE_NAMES[measure] if position == y[0] + offset else None)  # fmt: skip
+        counts = _by_variation(part[part["measure"] == measures[0]]).set_index("group").reindex(groups)["n_examples"]
+        for position, n in zip(y, counts, strict=True):
+            axes.text(1.07, position, f"n={'-' if pd.isna(n) else int(n)}", va="center", fontsize=8)
+        axes.set_yticks(y, groups, fontsize=9)
+        axes.axvline(0, color="grey", linestyle="--", linewidth=1)
+        axes.set_xlim(-0.6, 1.25)
+        axes.set_xticks([-0.5, 0, 0.5, 1])
+        axes.set_xlabel("Agreement (95% CI)")
+        axes.set_title("Task 1, realism" if task == "task1" else "Task 2, equivalence")
+        axes.spines[["top", "right"]].set_visible(False)
+    handles, labels = axes_list[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
+    figure.suptitle(TITLES[name] + ("" if live else " (from the release files: third reads follow disagreement)"))
+    return figure
+
+
+def _groups(table: pd.DataFrame) -> list[str]:
+    variations = sorted(set(table.loc[table["level"] == "variation", "group"]))
+    return [*variations, "all variations"]
+
+
+_DRAW = {
+    "task1_ratings": lambda results: _ratings_figure(results, "task1_ratings", "task1"),
+    "task2_ratings": lambda results: _ratings_figure(results, "task2_ratings", "task2"),
+    "task1_forest": _forest,
+    "agreement": _agreement,
+}

@@ -1,0 +1,118 @@
+"""A study's rows as the analysis reads them: the DataFrames its default release would contain.
+
+The six release tables are not rebuilt here: they come from the release's own queries
+(exports.rows), whose first column is the finished CSV record, and are parsed exactly as a
+research user parses the files (pandas, dtype=str, keep_default_na=False). A study's Results
+page and `analyze_release` on its release therefore see the same text, row for row.
+
+Only a live study knows who read what, in which slot: `reads` adds every individual read of
+the released examples, with an opaque per-study reader key instead of the account.
+"""
+
+# ruff: noqa: S608 - the SQL is built from the models' table names and fixed column names only;
+# every value (study, datasets, labels) is passed as a query parameter.
+
+import hashlib
+import hmac
+import io
+from collections.abc import Iterator
+
+import pandas as pd
+
+from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
+from analysis.release_folder import ANALYSIS_COLUMNS
+from annotation.models import Assignment, Study, StudyMember, Task
+from exports import rows
+
+TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
+
+
+def study_frames(study: Study, *, datasets: list[str] | None = None, text: bool = True) -> ReleaseFrames:
+    """The study's default release as DataFrames (only examples with a consensus), plus its reads.
+
+    datasets restricts every table to those dataset keys (empty or None: all), as a release
+    restricted to them would be. text=False keeps only the columns the analysis reads, exactly
+    as `read_release(path, text=False)` does.
+    """
+    datasets = sorted(set(datasets or []))
+    tables: dict[str, pd.DataFrame] = {}
+    for task, prefix in TASK_PREFIX.items():
+        selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
+        queries = {
+            "full": (rows.full_query(selection, study.seed, text=text), ()),
+            "disagreed": (rows.disagreed_query(selection), ()),
+            # The consensus query returns three more columns after the record (for the README's counts).
+            "consensus": (rows.consensus_query(selection), ("text", "text", "int8")),
+        }
+        for kind, ((sql, params), types) in queries.items():
+            path = f"{prefix}/{prefix}_{kind}.csv"
+            tables[f"{prefix}_{kind}"] = _parse(RELEASE_FILES[path], rows.stream(sql, params, types), text)
+    return ReleaseFrames(**tables, reads=study_reads(study, datasets=datasets))
+
+
+def _parse(columns: list[str], records: Iterator[tuple], text: bool) -> pd.DataFrame:
+    """CSV records (bytes, CRLF-terminated) under a header, read as a release file is read."""
+    buffer = io.BytesIO()
+    buffer.write((",".join(columns) + "\r\n").encode("ascii"))
+    for record, *_ in records:
+        buffer.write(record)
+    buffer.seek(0)
+    wanted = columns if text else [column for column in columns if column in ANALYSIS_COLUMNS]
+    frame = pd.read_csv(buffer, dtype=str, keep_default_na=False, usecols=wanted, encoding="utf-8", na_filter=False)
+    return frame[wanted]
+
+
+def reader_key(study: Study, reader_id: int) -> str:
+    """A reader's opaque key in one study: stable, but neither an account nor the same in another study."""
+    digest = hmac.new(str(study.seed).encode(), f"readingroom-reader:{study.pk}:{reader_id}".encode(), hashlib.sha256)
+    return "r-" + digest.hexdigest()[:10]
+
+
+def reader_keys(study: Study) -> dict[str, int]:
+    """Opaque key -> user id for the members of a study (for the coordinator's page only)."""
+    ids = StudyMember.objects.filter(study=study).values_list("user_id", flat=True).distinct().order_by()
+    return {reader_key(study, reader_id): reader_id for reader_id in ids}
+
+
+def reads_query(study: Study, datasets: list[str]) -> tuple[str, list]:
+    """Every read of the examples with a consensus as a CSV record (columns READS, reader as its user id).
+
+    Formatted by the database with the release's own field and record helpers (exports.rows).
+    """
+    dialect = rows._dialect()
+    params: list = []
+    task = f"CASE e.task WHEN '{Task.REALISM}' THEN 'task1' ELSE 'task2' END"
+    fields = [
+        task,
+        rows._field(dialect, "d.key"),
+        rows._field(dialect, "p.source_study_id"),
+        rows._field(dialect, "v.key"),
+        "e.report_type",
+        "CAST(s.slot AS text)",
+        "CAST(a.reader_id AS text)",
+        rows._label("a.rating", params),
+        rows._field(dialect, "a.rationale"),
+        "COALESCE(CAST(a.duration_ms AS text), '')",
+    ]
+    where = ["e.study_id = %s", "a.voided_at IS NULL"]
+    params.append(study.pk)
+    if datasets:
+        where.append(f"d.key IN ({', '.join(['%s'] * len(datasets))})")
+        params += datasets
+    sql = f"""
+    SELECT {rows._record(dialect, fields)}
+    {rows._FROM_EXAMPLES}
+    JOIN {rows.ANNOTATION} a ON a.example_id = e.id
+    JOIN {Assignment._meta.db_table} s ON s.id = a.assignment_id
+    WHERE {" AND ".join(where)} AND EXISTS (SELECT 1 FROM {rows.CONSENSUS} c0 WHERE c0.example_id = e.id)"""
+    return sql, params
+
+
+def study_reads(study: Study, *, datasets: list[str] | None = None) -> pd.DataFrame:
+    """Every individual read (adjudications excluded) of the examples with a consensus: columns READS."""
+    frame = _parse(READS, rows.stream(*reads_query(study, sorted(set(datasets or [])))), text=True)
+    keys = {reader_id: reader_key(study, int(reader_id)) for reader_id in frame["reader"].unique()}
+    frame["reader"] = frame["reader"].map(keys).astype(str)
+    return frame.sort_values(["task", "dataset", "study_id", "reref_variation", "report_type", "slot"]).reset_index(
+        drop=True
+    )

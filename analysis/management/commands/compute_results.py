@@ -1,0 +1,31 @@
+import time
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from analysis.services import ResultsRefused, check_scope, compute_results
+from annotation.models import Study
+
+
+class Command(BaseCommand):
+    help = (
+        "Compute a study's results now, as the worker does for the Results page (for example right after "
+        "loading data, so that the page opens filled)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--study", required=True, help="Study slug.")
+        parser.add_argument("--dataset", default="", help="Only this dataset (default: all).")
+        parser.add_argument("--task", default="", help="task1 or task2 (default: both).")
+
+    def handle(self, *args, **options) -> None:
+        study = Study.objects.filter(slug=options["study"]).first()
+        if study is None:
+            raise CommandError(f"No study '{options['study']}'.")
+        try:
+            scope = check_scope(study, dataset=options["dataset"], task=options["task"])
+        except ResultsRefused as refused:
+            raise CommandError(str(refused)) from None
+        start = time.perf_counter()
+        folder = compute_results(study, scope)
+        seconds = time.perf_counter() - start
+        self.stdout.write(f"Computed the results of {study.slug} ({scope.description}) in {seconds:.1f} s: {folder}")

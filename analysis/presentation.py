@@ -1,0 +1,222 @@
+"""The results document (analysis.results) laid out for the Results page: sections of readable tables.
+
+Nothing is computed here: every number is the document's, only formatted (an estimate with its
+95% interval in one cell, a count with its percentage, "n/a" with the reason where a number is
+not defined). The downloadable CSVs keep the tidy tables as they are.
+"""
+
+from analysis.report import TABLE_TITLES
+
+LEVELS = {"overall": "Overall", "dataset": "Dataset", "variation": "Variation"}
+MEASURES = {
+    "two_reads_agreed": "First two reads agreed (share with two annotations)",
+    "krippendorff_alpha_nominal_all_reads": "Krippendorff's alpha, nominal, all reads",
+    "krippendorff_alpha_ordinal_all_reads": "Krippendorff's alpha, ordinal, all reads",
+    "percent_agreement": "Percent agreement",
+    "fleiss_kappa": "Fleiss' kappa",
+    "krippendorff_alpha_nominal": "Krippendorff's alpha, nominal",
+    "krippendorff_alpha_ordinal": "Krippendorff's alpha, ordinal",
+    "gwet_ac1": "Gwet's AC1",
+    "gwet_ac2_ordinal": "Gwet's AC2, ordinal weights",
+    "no_major_discrepancy": "No Major Discrepancy",
+    "equivalent": "Equivalent",
+}
+SOURCES = {"initial_reads": "Two initial reads", "release": "Release files"}
+TASK_NAMES = {"task1": "Task 1", "task2": "Task 2"}
+DEGRADATION_COLUMNS = [
+    "Level", "Group", "Pairs", "Worse", "Same", "Better", "Mean difference [95% CI]", "Statistic", "p", "p (Holm)",
+    "Note",
+]  # fmt: skip
+DISAGREEMENT_COLUMNS = [
+    "Task", "Level", "Group", "Examples", "Two reads agreed", "A third read settled it", "Adjudicated", "Note",
+]  # fmt: skip
+ADJUDICATION_COLUMNS = [
+    "Task", "Level", "Group", "Adjudicated", "Rated Realistic / Equivalent", "Rated Minor", "Rated Major",
+    "Mean distance to the three reads (0-2 scale)", "Matched one of the reads", "Note",
+]  # fmt: skip
+
+
+def number(value, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def p_value(value) -> str:
+    if value is None:
+        return "n/a"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def estimate(row: dict, value: str = "value") -> str:
+    if row.get(value) is None:
+        return "n/a"
+    return f"{row[value]:.3f} [{number(row['ci_low'])}, {number(row['ci_high'])}]"
+
+
+def _group(row: dict) -> list[str]:
+    return [LEVELS.get(row["level"], row["level"]), row["group"]]
+
+
+def _table(caption: str, columns: list[str], rows: list[list[str]], *, name: str = "") -> dict:
+    return {"caption": caption, "columns": columns, "rows": rows, "name": name}
+
+
+def _ratings(rows: list[dict], labels: list[str], name: str, *, by_report_type: bool) -> dict:
+    """The tidy counts (one row per rating) pivoted: one row per group, a column per rating."""
+    pivot: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row["level"], row["group"], row.get("report_type", ""))
+        entry = pivot.setdefault(key, {"row": row, "cells": {}})
+        percent = "" if row["percent"] is None else f" ({row['percent']:.1f}%)"
+        entry["cells"][row["rating"]] = f"{row['n']}{percent}"
+    columns = ["Level", "Group", *(["Report"] if by_report_type else []), *labels, "Examples"]
+    body = []
+    for (_, _, report_type), entry in pivot.items():
+        cells = _group(entry["row"]) + ([report_type] if by_report_type else [])
+        body.append([*cells, *(entry["cells"].get(label, "0") for label in labels), str(entry["row"]["total"])])
+    return _table(TABLE_TITLES[name], columns, body, name=name)
+
+
+def _task1(document: dict, figures: dict) -> dict:
+    tables = document["tables"]
+    labels = document["scale"]["task1"]
+    realistic = [
+        [*_group(r), r["report_type"], f"{r['k']} / {r['n']}", estimate(r, "proportion"), r["note"]]
+        for r in tables["task1_realistic"]
+    ]
+    degradation = [
+        [
+            *_group(r),
+            str(r["n_pairs"]),
+            str(r["worse"]),
+            str(r["same"]),
+            str(r["better"]),
+            estimate(r, "mean_difference"),
+            number(r["statistic"], 1),
+            p_value(r["p_value"]),
+            p_value(r["p_holm"]) if r["level"] == "variation" else "",
+            r["note"],
+        ]
+        for r in tables["task1_degradation"]
+    ]
+    return {
+        "id": "task1",
+        "title": "Task 1: realism",
+        "figures": [figures["task1_ratings"], figures["task1_forest"]],
+        "tables": [
+            _ratings(tables["task1_ratings"], labels, "task1_ratings", by_report_type=True),
+            _table(
+                TABLE_TITLES["task1_realistic"],
+                ["Level", "Group", "Report", "Realistic", "Proportion [95% CI]", "Note"],
+                realistic,
+                name="task1_realistic",
+            ),
+            _table(
+                TABLE_TITLES["task1_degradation"]
+                + " (worse: the alternative's rating is further from Realistic; Wilcoxon signed-rank test)",
+                DEGRADATION_COLUMNS,
+                degradation,
+                name="task1_degradation",
+            ),
+        ],
+    }
+
+
+def _task2(document: dict, figures: dict) -> dict:
+    tables = document["tables"]
+    proportions = [
+        [*_group(r), MEASURES[r["measure"]], f"{r['k']} / {r['n']}", estimate(r, "proportion"), r["note"]]
+        for r in tables["task2_proportions"]
+    ]
+    return {
+        "id": "task2",
+        "title": "Task 2: clinical equivalence",
+        "figures": [figures["task2_ratings"]],
+        "tables": [
+            _ratings(tables["task2_ratings"], document["scale"]["task2"], "task2_ratings", by_report_type=False),
+            _table(
+                TABLE_TITLES["task2_proportions"],
+                ["Level", "Group", "Measure", "Examples", "Proportion [95% CI]", "Note"],
+                proportions,
+                name="task2_proportions",
+            ),
+        ],
+    }
+
+
+def _agreement(document: dict, figures: dict) -> dict:
+    tables = document["tables"]
+    agreement = [
+        [
+            TASK_NAMES[r["task"]],
+            SOURCES.get(r["source"], r["source"]),
+            *_group(r),
+            MEASURES.get(r["measure"], r["measure"]),
+            str(r["n_examples"]),
+            estimate(r),
+            r["note"],
+        ]
+        for r in tables["agreement"]
+    ]
+    disagreement = [
+        [
+            TASK_NAMES[r["task"]],
+            *_group(r),
+            str(r["n_examples"]),
+            *(
+                f"{r[name]} ({number(r[f'{name}_percent'], 1)}%)" if r[f"{name}_percent"] is not None else str(r[name])
+                for name in ("two_reads_agreed", "third_read_settled", "adjudicated")
+            ),
+            r["note"],
+        ]
+        for r in tables["disagreement"]
+    ]
+    adjudication = [
+        [
+            TASK_NAMES[r["task"]],
+            *_group(r),
+            str(r["n_adjudicated"]),
+            str(r["rated_realistic_or_equivalent"]),
+            str(r["rated_minor"]),
+            str(r["rated_major"]),
+            number(r["mean_distance_to_reads"], 2),
+            str(r["matched_a_read"]),
+            r["note"],
+        ]
+        for r in tables["adjudication"]
+    ]
+    return {
+        "id": "agreement",
+        "title": "Agreement and disagreement",
+        "figures": [figures["agreement"]],
+        "tables": [
+            _table(
+                TABLE_TITLES["agreement"] + " (95% CI)",
+                ["Task", "Reads", "Level", "Group", "Measure", "Examples", "Value [95% CI]", "Note"],
+                agreement,
+                name="agreement",
+            ),
+            _table(
+                TABLE_TITLES["disagreement"],
+                DISAGREEMENT_COLUMNS,
+                disagreement,
+                name="disagreement",
+            ),
+            _table(
+                TABLE_TITLES["adjudication"],
+                ADJUDICATION_COLUMNS,
+                adjudication,
+                name="adjudication",
+            ),
+        ],
+    }
+
+
+def sections(document: dict, figures: dict) -> list[dict]:
+    """The page's sections, in order: Task 1, Task 2 (those in the document), then agreement."""
+    out = []
+    if "task1" in document["counts"]:
+        out.append(_task1(document, figures))
+    if "task2" in document["counts"]:
+        out.append(_task2(document, figures))
+    out.append(_agreement(document, figures))
+    return out

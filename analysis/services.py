@@ -1,0 +1,280 @@
+"""A study's results, computed by the worker from its rows and kept on disk until the data change.
+
+The Results page, its API and its download never analyse inside a request: they read the last
+computed results of the study (for one dataset/task filter, a "scope") and ask the worker
+(`manage.py db_worker`) for new ones when the study's ratings have changed since. The work is
+the same as `manage.py analyze_release` on the study's default release: the same DataFrames
+(`analysis.live.study_frames`), the same `analyze()` with the same bootstrap seed, the same
+`write_results()` folder.
+
+On disk, under RESULTS_DIR/<study public id>/<scope>/:
+  <version>/analysis/          write_results(): tables/, figures/, results.md, results.json
+  <version>/results.zip        that folder, zipped (the download)
+  <version>/reader_quality.json  the coordinator's reader figures (never in the zip)
+  <version>.status.json        while queued or running, or why it failed
+where <version> names the state of the study's ratings it was computed from. Only the newest
+computed version of a scope is kept.
+"""
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from analysis.live import study_frames
+from analysis.reader_quality import reader_quality
+from analysis.report import write_results
+from analysis.results import SCHEMA, analyze
+from annotation.models import AuditAction, AuditEvent, Dataset, Study
+from exports.services import zip_release
+
+logger = logging.getLogger("readingroom.analysis")
+
+# analyze_release's default seed: a study's page and analyze_release on its release agree.
+RESULTS_SEED = 0
+TASKS = {"": "Both tasks", "task1": "Task 1: Realism", "task2": "Task 2: Clinical equivalence"}
+
+
+class ResultsRefused(Exception):
+    """The filter does not name something the study has; the message says what to use."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which results: one dataset or all (""), one task or both ("")."""
+
+    dataset: str = ""
+    task: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.dataset or 'all'}--{self.task or 'both'}"
+
+    @property
+    def description(self) -> str:
+        return f"{self.dataset or 'all datasets'}, {TASKS[self.task].lower()}"
+
+
+def study_datasets(study: Study) -> list[Dataset]:
+    return list(Dataset.objects.filter(pairs__study=study, pairs__sampled=True).distinct().order_by("key"))
+
+
+def check_scope(study: Study, *, dataset: str = "", task: str = "") -> Scope:
+    """The scope for these filters, or ResultsRefused naming the bad one and the choices."""
+    dataset, task = (dataset or "").strip(), (task or "").strip()
+    if task not in TASKS:
+        raise ResultsRefused(f"task: unknown task '{task}'. Use task1 (realism), task2 (equivalence) or leave it out.")
+    if dataset:
+        keys = [d.key for d in study_datasets(study)]
+        if dataset not in keys:
+            choices = ", ".join(keys) or "none yet: the study has no sampled pairs"
+            raise ResultsRefused(f"dataset: the study has no dataset '{dataset}'. Use one of: {choices}.")
+    return Scope(dataset, task)
+
+
+# Every change to what the results rest on writes one of these audit events, in its own transaction.
+RESULT_EVENTS = (
+    AuditAction.SUBMITTED,
+    AuditAction.VOIDED,
+    AuditAction.CONSENSUS,
+    AuditAction.CONSENSUS_WITHDRAWN,
+    AuditAction.ADJUDICATED,
+)
+
+
+def data_version(study: Study) -> str:
+    """Changes whenever a rating, void, consensus or adjudication changes what the results rest on.
+
+    The newest audit event of those kinds (the audit trail is append-only): one short index scan,
+    cheap enough for every page request and every poll.
+    """
+    last = (
+        AuditEvent.objects.filter(study=study, action__in=RESULT_EVENTS)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    state = [SCHEMA, RESULTS_SEED, last]
+    return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
+
+
+@dataclass
+class ResultsState:
+    """What the page shows for a scope: the last computed results, and any computation under way."""
+
+    scope: Scope
+    version: str  # of the study's ratings now
+    folder: Path | None = None  # the last computed results, maybe of an older version
+    computed_version: str = ""
+    status: str = ""  # "", "queued", "running" or "failed": the computation of `version`
+    progress: int = 0
+    error: str = ""
+
+    @property
+    def is_current(self) -> bool:
+        return self.folder is not None and self.computed_version == self.version
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status in ("queued", "running")
+
+    def document(self) -> dict | None:
+        if self.folder is None:
+            return None
+        return json.loads((self.folder / "analysis" / "results.json").read_text(encoding="utf-8"))
+
+    def reader_quality(self) -> list[dict]:
+        path = self.folder / "reader_quality.json" if self.folder else None
+        return json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else []
+
+    def figure(self, name: str, fmt: str) -> Path | None:
+        path = self.folder / "analysis" / "figures" / f"{name}.{fmt}" if self.folder else None
+        return path if path and path.is_file() else None
+
+    def zip_file(self) -> Path | None:
+        path = self.folder / "results.zip" if self.folder else None
+        return path if path and path.is_file() else None
+
+
+def _scope_dir(study: Study, scope: Scope) -> Path:
+    return Path(settings.RESULTS_DIR) / str(study.public_id) / scope.name
+
+
+def results_state(study: Study, scope: Scope) -> ResultsState:
+    """The scope's results on disk and the computation of the current version, if any. Reads only."""
+    state = ResultsState(scope=scope, version=data_version(study))
+    directory = _scope_dir(study, scope)
+    computed = sorted(
+        (p for p in directory.glob("*") if p.is_dir() and (p / "analysis" / "results.json").is_file()),
+        key=lambda p: p.stat().st_mtime,
+    )
+    if computed:
+        state.folder, state.computed_version = computed[-1], computed[-1].name
+    status = _read_status(directory / f"{state.version}.status.json")
+    if status and not state.is_current:
+        state.status, state.progress, state.error = status["status"], status["progress"], status["error"]
+    return state
+
+
+def request_results(study: Study, scope: Scope) -> ResultsState:
+    """The scope's state, with a computation queued if its results are not of the current version.
+
+    Queued once per version: the status file is created exclusively, so two requests at the same
+    moment enqueue one computation. A failed computation is not retried on its own: see retry_results.
+    """
+    state = results_state(study, scope)
+    if state.is_current or state.status:
+        return state
+    status_path = _scope_dir(study, scope) / f"{state.version}.status.json"
+    status_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(status_path, "x", encoding="utf-8") as handle:
+            json.dump({"status": "queued", "progress": 0, "error": ""}, handle)
+    except FileExistsError:
+        return results_state(study, scope)
+    transaction.on_commit(partial(_enqueue, study, scope, state.version))
+    state.status = "queued"
+    return state
+
+
+def retry_results(study: Study, scope: Scope) -> ResultsState:
+    """Forget a failed computation of the current version and queue it again."""
+    state = results_state(study, scope)
+    if state.status == "failed":
+        (_scope_dir(study, scope) / f"{state.version}.status.json").unlink(missing_ok=True)
+    return request_results(study, scope)
+
+
+def _enqueue(study: Study, scope: Scope, version: str) -> None:
+    from analysis.tasks import compute_results_task
+
+    try:
+        compute_results_task.enqueue(str(study.public_id), scope.dataset, scope.task, version)
+    except Exception:
+        logger.exception("Could not queue the results of study %s (%s)", study.slug, scope.name)
+        _write_status(
+            _scope_dir(study, scope) / f"{version}.status.json",
+            "failed",
+            error="The computation could not be queued (the error is in the server log). Try again later.",
+        )
+
+
+def _read_status(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _write_status(path: Path, status: str, *, progress: int = 0, error: str = "") -> None:
+    # Written aside and moved into place: a reader never sees half a file.
+    partial_path = path.with_suffix(".tmp")
+    partial_path.write_text(json.dumps({"status": status, "progress": progress, "error": error}), encoding="utf-8")
+    os.replace(partial_path, path)
+
+
+def compute_results(study: Study, scope: Scope, *, requested_version: str = "") -> Path:
+    """Analyse the study's current rows for a scope and store the results (the worker's job).
+
+    The rows are streamed with the release's own queries (binary COPY on PostgreSQL). Returns the
+    folder of the computed version.
+    """
+    directory = _scope_dir(study, scope)
+    directory.mkdir(parents=True, exist_ok=True)
+    status_path = directory / f"{requested_version}.status.json" if requested_version else None
+
+    def progress(percent: int) -> None:
+        if status_path is not None:
+            _write_status(status_path, "running", progress=percent)
+
+    progress(5)
+    # The version is read before the rows: a rating saved while they are read changes the study's
+    # version, so these results are stale at once and the next request computes them again.
+    version = data_version(study)
+    frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
+    progress(50)
+    results = analyze(
+        frames,
+        seed=RESULTS_SEED,
+        dataset=scope.dataset or None,
+        task=scope.task or None,
+        progress=lambda done, total: progress(50 + 20 * done // max(total, 1)),
+    )
+    reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
+    readers = reader_quality(dataclasses.replace(frames, reads=reads))
+    progress(70)
+
+    final = directory / version
+    work = Path(tempfile.mkdtemp(prefix=".computing-", dir=directory))
+    try:
+        write_results(results, work / "analysis")
+        (work / "reader_quality.json").write_text(
+            json.dumps([dataclasses.asdict(r) for r in readers], ensure_ascii=False), encoding="utf-8"
+        )
+        zip_release(work / "analysis", work / "results.zip", root=f"{study.slug}-results-{scope.name}")
+        if final.exists():
+            shutil.rmtree(work)  # computed meanwhile by another worker: same rows, same results
+        else:
+            os.replace(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    for old in directory.iterdir():
+        if old.is_dir() and old != final and not old.name.startswith("."):
+            shutil.rmtree(old, ignore_errors=True)
+    for done in {requested_version, version} - {""}:
+        (directory / f"{done}.status.json").unlink(missing_ok=True)
+    return final
+
+
+def fail_results(study: Study, scope: Scope, version: str, error: str) -> None:
+    _write_status(_scope_dir(study, scope) / f"{version}.status.json", "failed", error=error)

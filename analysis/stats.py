@@ -1,0 +1,262 @@
+"""The statistics of a study's results, as pure functions of numbers and arrays.
+
+Nothing here knows of Django, of the release files or of the study's labels: ratings arrive as
+ordinal scores (0 = Realistic / Equivalent, 1 = Minor, 2 = Major) or as a units x categories
+matrix of counts (`counts[i, k]` = how many reads put unit i in category k), the form Gwet's
+formulas and `krippendorff.alpha(value_counts=...)` both take.
+
+A statistic that cannot be computed on the data it was given returns `NotComputable(reason)`,
+never NaN and never an exception: a study half-way through has variations with one pair, tasks
+with no examples and readers who all gave the same rating, and the results page must still show
+every other number.
+
+References:
+- Wilson score interval: statsmodels `proportion_confint(method="wilson")`.
+- Wilcoxon signed-rank: scipy, `zero_method="pratt"` (zero differences are ranked, then their
+  ranks dropped: Pratt 1959), normal approximation with tie correction, no continuity correction.
+  Holm's step-down adjustment: statsmodels `multipletests(method="holm")`.
+- Mean difference: percentile bootstrap over pairs (seeded; see `bootstrap_mean`).
+- Fleiss' kappa, Gwet's AC1/AC2 and their 95% intervals: Gwet, "Handbook of Inter-Rater
+  Reliability" (4th ed., 2014), as implemented in Gwet's irrCAC (variance conditional on the raters,
+  t interval with n - 1 degrees of freedom, upper bound capped at 1).
+- Krippendorff's alpha: the `krippendorff` package; its interval is Gwet's (2014) variance for alpha
+  with the weights of Krippendorff's metric (identity for nominal data; for ordinal data
+  1 - d^2 / max d^2 with Krippendorff's rank distance d, taken from the observed marginals).
+"""
+
+from dataclasses import dataclass
+
+import krippendorff
+import numpy as np
+from scipy import stats as scipy_stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
+
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 2000
+WILCOXON_METHOD = "Wilcoxon signed-rank, Pratt's zero method, normal approximation with tie correction"
+
+
+@dataclass(frozen=True)
+class NotComputable:
+    """A statistic that the data do not define, and why (shown in place of the number)."""
+
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"not_computable": self.reason}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its 95% confidence interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "ci_low": self.low, "ci_high": self.high}
+
+
+@dataclass(frozen=True)
+class SignedRankTest:
+    statistic: float
+    p_value: float
+    n_pairs: int
+    n_nonzero: int
+
+
+Result = Estimate | NotComputable
+
+
+def wilson(successes: int, n: int) -> Result:
+    """The proportion successes / n with its Wilson score 95% interval."""
+    if n == 0:
+        return NotComputable("no examples")
+    low, high = proportion_confint(successes, n, alpha=1 - CONFIDENCE, method="wilson")
+    return Estimate(successes / n, float(low), float(high))
+
+
+def signed_rank(differences: np.ndarray) -> SignedRankTest | NotComputable:
+    """Wilcoxon's signed-rank test that the differences are centred on zero (see the module doc)."""
+    differences = np.asarray(differences, dtype=float)
+    n = len(differences)
+    if n < 2:
+        return NotComputable(f"{n} pair{'s' if n != 1 else ''}: the test needs at least 2")
+    nonzero = int(np.count_nonzero(differences))
+    if nonzero == 0:
+        return NotComputable(f"all {n} pairs have the same score for both reports: nothing to rank")
+    result = scipy_stats.wilcoxon(differences, zero_method="pratt", correction=False, method="asymptotic")
+    return SignedRankTest(float(result.statistic), float(result.pvalue), n, nonzero)
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm-adjusted p-values, in the order given."""
+    if not p_values:
+        return []
+    return [float(p) for p in multipletests(p_values, method="holm")[1]]
+
+
+def bootstrap_mean(values: np.ndarray, *, seed: int) -> Result:
+    """The mean with a seeded percentile-bootstrap 95% interval (resampling the values).
+
+    The values are ordinal differences (a handful of distinct numbers), so drawing n values with
+    replacement is drawing how many of each distinct value: one multinomial draw per resample,
+    the same distribution as resampling indices, at a cost that does not grow with n.
+    """
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n < 2:
+        return NotComputable(f"{n} pair{'s' if n != 1 else ''}: an interval needs at least 2")
+    mean = float(values.mean())
+    distinct, counts = np.unique(values, return_counts=True)
+    if len(distinct) == 1:
+        return Estimate(mean, mean, mean)
+    draws = np.random.default_rng(seed).multinomial(n, counts / n, size=BOOTSTRAP_RESAMPLES)
+    means = draws @ distinct / n
+    tail = 100 * (1 - CONFIDENCE) / 2
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return Estimate(mean, float(low), float(high))
+
+
+# Agreement ------------------------------------------------------------------------------------
+
+
+def identity_weights(q: int) -> np.ndarray:
+    return np.eye(q)
+
+
+def ordinal_weights(q: int) -> np.ndarray:
+    """Gwet's ordinal weights (irrCAC `weights="ordinal"`): 1 - C(|k-l|+1, 2) / C(q, 2)."""
+    k = np.arange(q)
+    span = np.abs(k[:, None] - k[None, :]) + 1
+    raw = span * (span - 1) / 2
+    return 1 - raw / raw.max()
+
+
+def krippendorff_weights(counts: np.ndarray, level: str) -> np.ndarray:
+    """1 - d^2 / max d^2 for Krippendorff's nominal or ordinal metric on these data's marginals."""
+    q = counts.shape[1]
+    if level == "nominal":
+        return identity_weights(q)
+    marginals = counts[counts.sum(axis=1) >= 2].sum(axis=0).astype(float)
+    cumulative = np.concatenate([[0.0], np.cumsum(marginals)])
+    distance = np.zeros((q, q))
+    for c in range(q):
+        for k in range(q):
+            low, high = min(c, k), max(c, k)
+            distance[c, k] = (cumulative[high + 1] - cumulative[low] - (marginals[c] + marginals[k]) / 2) ** 2
+    return 1 - distance / distance.max()
+
+
+def _t_interval(value: float, variance: float, n: int) -> Estimate:
+    stderr = float(np.sqrt(variance)) or 1e-15
+    low, high = scipy_stats.t.interval(CONFIDENCE, df=n - 1, loc=value, scale=stderr)
+    return Estimate(float(value), float(low), float(min(1.0, high)))
+
+
+def _prepare(counts: np.ndarray) -> tuple[np.ndarray, NotComputable | None]:
+    counts = np.asarray(counts, dtype=float)
+    counts = counts[counts.sum(axis=1) > 0]
+    if int((counts.sum(axis=1) >= 2).sum()) < 2:
+        return counts, NotComputable("fewer than 2 examples with two or more reads")
+    return counts, None
+
+
+def _same_rating_everywhere(counts: np.ndarray) -> bool:
+    return int((counts.sum(axis=0) > 0).sum()) < 2
+
+
+def percent_agreement(counts: np.ndarray) -> Result:
+    """Share of units on which every read agrees, with its Wilson interval (two reads per unit)."""
+    counts = np.asarray(counts, dtype=float)
+    rated = counts[counts.sum(axis=1) >= 2]
+    if len(rated) == 0:
+        return NotComputable("no examples with two reads")
+    agreeing = int((rated.max(axis=1) == rated.sum(axis=1)).sum())
+    return wilson(agreeing, len(rated))
+
+
+def _pairwise_agreement(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    reads = counts.sum(axis=1)
+    weighted = counts @ weights.T
+    sum_q = (counts * (weighted - 1)).sum(axis=1)
+    return reads, sum_q, reads >= 2
+
+
+def fleiss_kappa(counts: np.ndarray, weights: np.ndarray | None = None) -> Result:
+    """Fleiss' (generalized) kappa with Gwet's variance (irrCAC `CAC.fleiss`)."""
+    counts, problem = _prepare(counts)
+    if problem:
+        return problem
+    if _same_rating_everywhere(counts):
+        return NotComputable("every read gave the same rating: chance agreement is 1 and kappa is undefined")
+    n, q = counts.shape
+    weights = identity_weights(q) if weights is None else weights
+    reads, sum_q, multi = _pairwise_agreement(counts, weights)
+    n2more = multi.sum()
+    pa = (sum_q[multi] / (reads * (reads - 1))[multi]).sum() / n2more
+    pi = (counts / reads[:, None]).sum(axis=0) / n
+    pe = float((weights * np.outer(pi, pi)).sum())
+    kappa = (pa - pe) / (1 - pe)
+    denominator = reads * (reads - 1)
+    denominator = denominator - (denominator == 0)
+    kappa_i = (n / n2more) * (sum_q / denominator - pe * multi) / (1 - pe)
+    pi_w = (weights @ pi + weights.T @ pi) / 2
+    pe_i = (counts @ pi_w) / reads
+    kappa_i_x = kappa_i - 2 * (1 - kappa) * (pe_i - pe) / (1 - pe)
+    variance = ((kappa_i_x - kappa) ** 2).sum() / (n * (n - 1))
+    return _t_interval(kappa, variance, n)
+
+
+def gwet_ac(counts: np.ndarray, weights: np.ndarray | None = None) -> Result:
+    """Gwet's AC1 (identity weights) or AC2 (other weights) with its variance (irrCAC `CAC.gwet`)."""
+    counts, problem = _prepare(counts)
+    if problem:
+        return problem
+    n, q = counts.shape
+    weights = identity_weights(q) if weights is None else weights
+    reads, sum_q, multi = _pairwise_agreement(counts, weights)
+    n2more = multi.sum()
+    pa = (sum_q[multi] / (reads * (reads - 1))[multi]).sum() / n2more
+    pi = (counts / reads[:, None]).sum(axis=0) / n
+    weight_sum = weights.sum()
+    pe = weight_sum * (pi * (1 - pi)).sum() / (q * (q - 1))
+    ac = (pa - pe) / (1 - pe)
+    denominator = reads * (reads - 1)
+    denominator = denominator - (denominator == 0)
+    ac_i = (n / n2more) * (sum_q / denominator - pe * multi) / (1 - pe)
+    pe_i = (weight_sum / (q * (q - 1))) * (counts @ (1 - pi)) / reads
+    ac_i_x = ac_i - 2 * (1 - ac) * (pe_i - pe) / (1 - pe)
+    variance = ((ac_i_x - ac) ** 2).sum() / (n * (n - 1))
+    return _t_interval(ac, variance, n)
+
+
+def krippendorff_alpha(counts: np.ndarray, level: str) -> Result:
+    """Krippendorff's alpha (nominal or ordinal) from the `krippendorff` package, with Gwet's interval."""
+    counts, problem = _prepare(counts)
+    if problem:
+        return problem
+    counts = counts[counts.sum(axis=1) >= 2]
+    if _same_rating_everywhere(counts):
+        return NotComputable("every read gave the same rating: expected disagreement is 0 and alpha is undefined")
+    alpha = float(krippendorff.alpha(value_counts=counts, level_of_measurement=level))
+    weights = krippendorff_weights(counts, level)
+    n = len(counts)
+    reads = counts.sum(axis=1)
+    mean_reads = reads.mean()
+    epsilon = 1 / reads.sum()
+    sum_q = (counts * (counts @ weights.T - 1)).sum(axis=1)
+    pa_prime = (sum_q / (mean_reads * (reads - 1))).sum() / n
+    pa = (1 - epsilon) * pa_prime + epsilon
+    pi = (counts / mean_reads).sum(axis=0) / n
+    pe = float((weights * np.outer(pi, pi)).sum())
+    alpha_prime = (pa_prime - pe) / (1 - pe)
+    pa_i = sum_q / (mean_reads * (reads - 1)) - pa * (reads - mean_reads) / mean_reads
+    alpha_i = (pa_i - pe) / (1 - pe)
+    pi_w = (weights @ pi + weights.T @ pi) / 2
+    pe_i = (counts @ pi_w) / mean_reads - pe * (reads - mean_reads) / mean_reads
+    alpha_i_x = alpha_i - 2 * (1 - alpha_prime) * (pe_i - pe) / (1 - pe)
+    variance = ((alpha_i_x - alpha_prime) ** 2).sum() / (n * (n - 1))
+    return _t_interval(alpha, variance, n)

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from analysis import views
+
+urlpatterns = [
+    path("studies/<slug:slug>/results/", views.study_results, name="study_results"),
+    path("studies/<slug:slug>/results/download/", views.results_download, name="results_download"),
+    path(
+        "studies/<slug:slug>/results/figures/<str:name>.<str:fmt>",
+        views.results_figure,
+        name="results_figure",
+    ),
+]

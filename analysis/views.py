@@ -1,0 +1,137 @@
+"""A study's Results page (coordinators and data managers), its figures and its download."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.csp import CSP
+from django.views.decorators.csp import csp_override
+from django.views.decorators.http import require_GET
+
+from analysis import presentation
+from analysis.figures import FIGURES, TITLES
+from analysis.live import reader_keys
+from analysis.services import (
+    TASKS,
+    ResultsRefused,
+    ResultsState,
+    Scope,
+    check_scope,
+    request_results,
+    results_state,
+    retry_results,
+    study_datasets,
+)
+from annotation.decorators import role_required
+from annotation.models import Role, Study
+from annotation.roles import has_role
+
+BAD_REQUEST = 400
+CONTENT_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
+# A figure is an image: no scripts, and matplotlib's SVG styles itself inline.
+FIGURE_CSP = {"default-src": [CSP.NONE], "style-src": [CSP.UNSAFE_INLINE], "frame-ancestors": [CSP.NONE]}
+
+
+def _scope(request: HttpRequest, study: Study) -> Scope:
+    return check_scope(study, dataset=request.GET.get("dataset", ""), task=request.GET.get("task", ""))
+
+
+def _query(scope: Scope) -> str:
+    parts = [f"dataset={scope.dataset}" if scope.dataset else "", f"task={scope.task}" if scope.task else ""]
+    query = "&".join(part for part in parts if part)
+    return f"?{query}" if query else ""
+
+
+def _context(study: Study, state: ResultsState | None, user: AbstractBaseUser, **extra) -> dict:
+    context = {
+        "study": study,
+        "state": state,
+        "datasets": study_datasets(study),
+        "tasks": TASKS,
+        "is_coordinator": has_role(user, Role.COORDINATOR),
+        **extra,
+    }
+    document = state.document() if state else None
+    if document is None:
+        return context
+    query = _query(state.scope)
+    figures = {
+        name: {
+            "title": TITLES[name],
+            "svg": reverse("results_figure", args=[study.slug, name, "svg"]) + query,
+            "png": reverse("results_figure", args=[study.slug, name, "png"]) + query,
+        }
+        for name in FIGURES
+    }
+    context |= {
+        "document": document,
+        "sections": presentation.sections(document, figures),
+        "download_url": reverse("results_download", args=[study.slug]) + query,
+        "api_url": reverse("api_study_results", args=[study.slug]) + query,
+    }
+    if context["is_coordinator"]:
+        usernames = _usernames(study)
+        context["readers"] = [
+            {**reader, "username": usernames.get(reader["reader"], "")} for reader in state.reader_quality()
+        ]
+    return context
+
+
+def _usernames(study: Study) -> dict[str, str]:
+    from django.contrib.auth import get_user_model
+
+    keys = reader_keys(study)
+    names = dict(get_user_model().objects.filter(pk__in=keys.values()).values_list("pk", "username"))
+    return {key: names.get(user_id, "") for key, user_id in keys.items()}
+
+
+@role_required(Role.COORDINATOR, Role.DATA_MANAGER)
+def study_results(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    try:
+        scope = _scope(request, study)
+    except ResultsRefused as refused:
+        context = _context(study, None, request.user, refusal=str(refused))
+        return render(request, "analysis/study_results.html", context, status=BAD_REQUEST)
+    if request.method == "POST":
+        retry_results(study, scope)
+        return redirect(reverse("study_results", args=[study.slug]) + _query(scope))
+    state = request_results(study, scope)
+    context = _context(study, state, request.user, scope=scope, query=_query(scope))
+    if request.htmx and request.htmx.target == "results":
+        return render(request, "analysis/study_results.html#results", context)
+    return render(request, "analysis/study_results.html", context)
+
+
+@require_GET
+@csp_override(FIGURE_CSP)
+@role_required(Role.COORDINATOR, Role.DATA_MANAGER)
+def results_figure(request: HttpRequest, slug: str, name: str, fmt: str) -> FileResponse:
+    study = get_object_or_404(Study, slug=slug)
+    if name not in FIGURES or fmt not in CONTENT_TYPES:
+        raise Http404("No such figure.")
+    try:
+        scope = _scope(request, study)
+    except ResultsRefused as refused:
+        raise Http404(str(refused)) from None
+    path = results_state(study, scope).figure(name, fmt)
+    if path is None:
+        raise Http404("These results have not been computed yet.")
+    response = FileResponse(path.open("rb"), content_type=CONTENT_TYPES[fmt])
+    response["Cache-Control"] = "private, no-cache"
+    return response
+
+
+@require_GET
+@role_required(Role.COORDINATOR, Role.DATA_MANAGER)
+def results_download(request: HttpRequest, slug: str) -> FileResponse:
+    study = get_object_or_404(Study, slug=slug)
+    try:
+        scope = _scope(request, study)
+    except ResultsRefused as refused:
+        raise Http404(str(refused)) from None
+    path = results_state(study, scope).zip_file()
+    if path is None:
+        raise Http404("These results have not been computed yet. Open the Results page to compute them.")
+    filename = f"{study.slug}-results-{scope.name}.zip"
+    return FileResponse(path.open("rb"), as_attachment=True, filename=filename, content_type="application/zip")

@@ -1,0 +1,61 @@
+"""The Results page in a real browser: figures load as images, filters swap the results, the CSP holds."""
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from analysis.services import Scope, compute_results
+from annotation.models import Role
+from tests.browser.conftest import ConsoleWatch, log_in
+from tests.exports.release_helpers import rated_study
+from tests.factories import make_user
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def results_dir(settings, tmp_path):
+    settings.RESULTS_DIR = tmp_path / "results"
+
+
+def test_a_coordinator_sees_the_figures_and_filters_the_results_in_place(page: Page, console: ConsoleWatch) -> None:
+    study = rated_study()
+    compute_results(study, Scope())
+    compute_results(study, Scope(task="task2"))
+    log_in(page, make_user(Role.COORDINATOR))
+
+    page.goto(f"/studies/{study.slug}/results/")
+
+    expect(page.get_by_role("heading", name="Task 1: realism")).to_be_visible()
+    expect(page.get_by_role("heading", name="Reader quality")).to_be_visible()
+    images = page.locator("#results figure img")
+    expect(images).to_have_count(4)
+    for index in range(4):
+        image = images.nth(index)
+        image.scroll_into_view_if_needed()
+        page.wait_for_function("(img) => img.complete", arg=image.element_handle())
+        assert image.evaluate("(img) => img.naturalWidth") > 100, image.get_attribute("src")
+    page.evaluate("window.__marker = 1")
+
+    page.select_option("#filter-task", "task2")
+
+    expect(page).to_have_url(re.compile(r"\?dataset=&task=task2$"))
+    expect(page.get_by_role("heading", name="Task 2: clinical equivalence")).to_be_visible()
+    expect(page.get_by_role("heading", name="Task 1: realism")).to_have_count(0)
+    expect(page.locator("#results figure img")).to_have_count(2)
+    assert page.evaluate("window.__marker") == 1, "the page was reloaded instead of swapped"
+    assert console.problems() == []
+
+
+def test_a_data_manager_sees_the_results_without_reader_quality(page: Page, console: ConsoleWatch) -> None:
+    study = rated_study()
+    compute_results(study, Scope())
+    log_in(page, make_user(Role.DATA_MANAGER))
+
+    page.goto(f"/studies/{study.slug}/results/")
+
+    expect(page.get_by_role("heading", name="Agreement and disagreement")).to_be_visible()
+    expect(page.get_by_role("heading", name="Reader quality")).to_have_count(0)
+    expect(page.get_by_role("link", name=re.compile("Download the analysis"))).to_be_visible()
+    assert console.problems() == []
