@@ -613,13 +613,36 @@ class AuditAction(models.TextChoices):
     MEMBER_CHANGED = "member_changed", "Member changed"
 
 
+def _refuse_change(model: type[models.Model]) -> TypeError:
+    return TypeError(f"{str(model._meta.verbose_name_plural).capitalize()} are append-only.")
+
+
 class AppendOnlyQuerySet(models.QuerySet):
+    """Rows that are written once and never changed or deleted (audit trails)."""
+
     def update(self, **kwargs):
-        raise TypeError("Audit events are append-only.")
+        raise _refuse_change(self.model)
 
     def delete(self):
-        raise TypeError("Audit events are append-only.")
+        raise _refuse_change(self.model)
 
+
+class AppendOnlyModel(models.Model):
+    """A model whose rows are written once: saving an existing row or deleting one is refused."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise _refuse_change(type(self))
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise _refuse_change(type(self))
+
+
+class AuditEventQuerySet(AppendOnlyQuerySet):
     def record(
         self,
         action: str,
@@ -642,7 +665,7 @@ class AppendOnlyQuerySet(models.QuerySet):
         )
 
 
-class AuditEvent(models.Model):
+class AuditEvent(AppendOnlyModel):
     """Who did what to which example or reader, when: written in the same transaction as the change.
 
     Append-only: the application never updates or deletes a row (on PostgreSQL a trigger
@@ -672,7 +695,7 @@ class AuditEvent(models.Model):
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
 
-    objects = AppendOnlyQuerySet.as_manager()
+    objects = AuditEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "pk"]
@@ -680,11 +703,3 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.action}"
-
-    def save(self, *args, **kwargs) -> None:
-        if self.pk is not None:
-            raise TypeError("Audit events are append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise TypeError("Audit events are append-only.")

@@ -11,7 +11,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Study
+from annotation.models import AppendOnlyModel, AppendOnlyQuerySet, Study
 
 # A build writes a heartbeat every HEARTBEAT_INTERVAL while its worker lives. A build whose last
 # heartbeat is older than HEARTBEAT_TIMEOUT has lost its worker (killed, machine down): the next
@@ -160,15 +160,7 @@ class ReleaseAction(models.TextChoices):
     WORKER_LOST = "worker_lost", "Failed: worker lost"
 
 
-class ReleaseEventQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise TypeError("Release events are append-only.")
-
-    def delete(self):
-        raise TypeError("Release events are append-only.")
-
-
-class ReleaseEvent(models.Model):
+class ReleaseEvent(AppendOnlyModel):
     """Who did what to a release build, when: written in the same transaction as the change. Append-only."""
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -184,7 +176,7 @@ class ReleaseEvent(models.Model):
     )
     detail = models.TextField(blank=True)
 
-    objects = ReleaseEventQuerySet.as_manager()
+    objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "pk"]
@@ -194,11 +186,3 @@ class ReleaseEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.action}"
-
-    def save(self, *args, **kwargs) -> None:
-        if self.pk is not None:
-            raise TypeError("Release events are append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise TypeError("Release events are append-only.")
