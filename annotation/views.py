@@ -7,10 +7,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from django_htmx.http import push_url
+from django_htmx.http import push_url, reswap, retarget
 
 from annotation.decorators import role_required
-from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
+from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm, UndoWindowForm
 from annotation.importing import ImportRejected
 from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
 from annotation.reading import (
@@ -18,6 +18,8 @@ from annotation.reading import (
     queue_position,
     reader_queues,
     reading_item,
+    saved_notice,
+    taken_back_rating,
 )
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
@@ -28,10 +30,12 @@ from consensus.services import (
     NotFound,
     NotShownYet,
     SubmissionRefused,
+    UndoRefused,
     show_adjudication,
     show_assignment,
     submit_adjudication,
     submit_annotation,
+    undo_last_rating,
 )
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
@@ -54,7 +58,8 @@ def study_list(request: HttpRequest) -> HttpResponse:
         with transaction.atomic():
             study = Study.objects.create_with_taxonomy(slug=form.cleaned_data["slug"], name=form.cleaned_data["name"])
             study.keep_versions_apart = form.cleaned_data["keep_versions_apart"]
-            study.save(update_fields=["keep_versions_apart"])
+            study.undo_window_seconds = form.cleaned_data["undo_window_seconds"]
+            study.save(update_fields=["keep_versions_apart", "undo_window_seconds"])
         return redirect(study)
     studies = Study.objects.order_by("name")
     return render(request, "annotation/study_list.html", {"studies": studies, "form": form})
@@ -66,6 +71,7 @@ def _study_context(study: Study, **extra) -> dict:
         "summary": study.candidate_summary(),
         "import_form": ImportForm(),
         "sample_form": SampleForm(initial={"per_variation": study.sample_per_variation or 10}),
+        "undo_form": UndoWindowForm(instance=study),
         **extra,
     }
 
@@ -124,6 +130,19 @@ def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_partial(request, "sample-result", context, status=status)
 
 
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_undo_window(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set how long readers may take back a rating; ratings stored before keep their own window."""
+    study = get_object_or_404(Study, slug=slug)
+    form = UndoWindowForm(request.POST, instance=study)
+    if not form.is_valid():
+        return _render_partial(request, "undo-window", {"study": study, "undo_form": form}, status=UNPROCESSABLE)
+    form.save()
+    context = {"study": study, "undo_form": UndoWindowForm(instance=study), "undo_saved": True}
+    return _render_partial(request, "undo-window", context, status=200)
+
+
 def _render_partial(request: HttpRequest, partial: str, context: dict, *, status: int) -> HttpResponse:
     if request.htmx:
         return render(request, f"annotation/study_detail.html#{partial}", context, status=status)
@@ -138,14 +157,19 @@ def _render_partial(request: HttpRequest, partial: str, context: dict, *, status
 def _reading_context(request: HttpRequest, assignment: Assignment, form: RatingForm | None = None, **extra) -> dict:
     example = assignment.example
     position = queue_position(assignment)
+    taken_back = None
     if form is None and assignment.status == AssignmentStatus.OPEN:
-        form = RatingForm(task=example.task, initial={"form_token": uuid.uuid4()})
+        # A rating the reader took back fills the form again, to change and submit.
+        taken_back = taken_back_rating(assignment)
+        form = RatingForm(task=example.task, initial={"form_token": uuid.uuid4(), **(taken_back or {})})
     stored = getattr(assignment, "annotation", None) if assignment.status != AssignmentStatus.OPEN else None
+    extra.setdefault("saved_notice", saved_notice(request.user))
     return {
         "assignment": assignment,
         "item": reading_item(example, report_a_type=assignment.report_a_type),
         "form": form,
         "stored": stored,
+        "taken_back": taken_back,
         "position": position,
         "next_url": reverse("reading_next", args=[example.study.slug, example.task]),
         **extra,
@@ -168,7 +192,8 @@ def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignmen
 def reader_home(request: HttpRequest) -> HttpResponse:
     queues = reader_queues(request.user) if has_role(request.user, Role.READER) else []
     adjudications = adjudication_queue(request.user) if has_role(request.user, Role.ADJUDICATOR) else None
-    return render(request, "annotation/reader_home.html", {"queues": queues, "adjudications": adjudications})
+    context = {"queues": queues, "adjudications": adjudications, "saved_notice": saved_notice(request.user)}
+    return render(request, "annotation/reader_home.html", context)
 
 
 @role_required(Role.READER)
@@ -207,7 +232,7 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
     if not form.is_valid():
         return render(request, panel, _reading_context(request, assignment, form), status=UNPROCESSABLE)
     try:
-        submit_annotation(
+        result = submit_annotation(
             reader=request.user,
             assignment_id=assignment.public_id,
             rating=form.cleaned_data["rating"],
@@ -235,12 +260,36 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
     following = next_assignment(request.user, task=example.task, study_id=example.study_id)
     if not request.htmx:
         return redirect("reading_page", following.public_id) if following else redirect("reader_home")
+    notice = saved_notice(request.user, saved=result.annotation)
     if following is None:
-        response = render(request, "annotation/reading.html#queue-done", {"task_label": Task(example.task).label})
+        context = {"task_label": Task(example.task).label, "saved_notice": notice}
+        response = render(request, "annotation/reading.html#queue-done", context)
         return push_url(response, reverse("reader_home"))
     show_assignment(following)
-    response = render(request, "annotation/reading.html#reading-panel", _reading_context(request, following))
+    context = _reading_context(request, following, saved_notice=notice)
+    response = render(request, "annotation/reading.html#reading-panel", context)
     return push_url(response, reverse("reading_page", args=[following.public_id]))
+
+
+@require_POST
+@role_required(Role.READER)
+def reading_undo(request: HttpRequest) -> HttpResponse:
+    """Take back the reader's last rating and return them to its item, its form filled with what they sent."""
+    try:
+        result = undo_last_rating(request.user)
+    except UndoRefused as refused:
+        if not request.htmx:
+            messages.error(request, str(refused))
+            return redirect("reader_home")
+        return render(request, "annotation/_saved_notice.html", {"refusal": str(refused)}, status=409)
+    assignment = _own_assignment(request, result.assignment.public_id)
+    if not request.htmx:
+        return redirect("reading_page", assignment.public_id)
+    context = _reading_context(request, assignment, saved_notice=None)
+    response = render(request, "annotation/reading.html#reading-panel", context)
+    # The button sits in the notice, which a refusal replaces; the item replaces the whole panel.
+    response = reswap(retarget(response, "#reading"), "outerHTML settle:0ms")
+    return push_url(response, reverse("reading_page", args=[assignment.public_id]))
 
 
 # --- Adjudication -----------------------------------------------------------------------------

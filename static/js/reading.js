@@ -1,7 +1,37 @@
-// Reading pages: keyboard use, the rationale rule, and drafts that survive a re-login.
+// Reading pages: keyboard use, the rationale rule, drafts that survive a re-login, and the undo notice.
 "use strict";
 
 (function () {
+  // The undo notice: when its window closes (the server said how many seconds were left), the Undo
+  // button gives way to "can no longer be taken back". The server decides either way.
+  let undoTimer = null;
+
+  function setUpUndoNotice() {
+    if (undoTimer !== null) {
+      clearTimeout(undoTimer);
+      undoTimer = null;
+    }
+    const notice = document.getElementById("saved-notice");
+    if (!notice || !notice.dataset.undoSeconds) {
+      return;
+    }
+    undoTimer = setTimeout(function () {
+      undoTimer = null;
+      const open = notice.querySelector(".undo-open");
+      const closed = notice.querySelector(".undo-closed");
+      if (open && closed) {
+        const hadFocus = open.contains(document.activeElement);
+        open.remove();
+        closed.hidden = false;
+        delete notice.dataset.undoSeconds;
+        if (hadFocus) {
+          notice.setAttribute("tabindex", "-1");
+          notice.focus();
+        }
+      }
+    }, Number(notice.dataset.undoSeconds) * 1000);
+  }
+
   function currentForm() {
     return document.getElementById("rating-form");
   }
@@ -45,10 +75,12 @@
       return;
     }
     const rationale = form.querySelector("textarea[name=rationale]");
-    if (!rationale.value && draft.rationale) {
+    // A rating taken back fills the form; a draft is what the reader changed since.
+    const takenBack = form.hasAttribute("data-taken-back");
+    if ((takenBack || !rationale.value) && draft.rationale) {
       rationale.value = draft.rationale;
     }
-    if (draft.rating && !form.querySelector("input[name=rating]:checked")) {
+    if (draft.rating && (takenBack || !form.querySelector("input[name=rating]:checked"))) {
       const input = form.querySelector("input[name=rating][value='" + CSS.escape(draft.rating) + "']");
       if (input) {
         input.checked = true;
@@ -57,6 +89,7 @@
   }
 
   function setUp(root) {
+    setUpUndoNotice();
     const stored = root.querySelector ? root.querySelector("[data-stored-for]") : null;
     if (stored) {
       sessionStorage.removeItem("readingroom-draft:" + stored.dataset.storedFor);
@@ -81,7 +114,21 @@
     });
   }
 
+  function isTyping(event) {
+    return Boolean(event.target.closest("textarea, input[type=text], select")) ||
+      event.ctrlKey || event.metaKey || event.altKey;
+  }
+
   document.addEventListener("keydown", function (event) {
+    // U: undo the last rating, scoped like the label keys (never while typing or with a modifier).
+    if ((event.key === "u" || event.key === "U") && !isTyping(event)) {
+      const undo = document.getElementById("undo-button");
+      if (undo && !undo.disabled) {
+        event.preventDefault();
+        undo.form.requestSubmit();
+      }
+      return;
+    }
     const form = currentForm();
     if (!form) {
       return;
@@ -91,8 +138,7 @@
       form.requestSubmit();
       return;
     }
-    const typing = event.target.closest("textarea, input[type=text], select");
-    if (typing || event.ctrlKey || event.metaKey || event.altKey) {
+    if (isTyping(event)) {
       return;
     }
     const input = form.querySelector("input[name=rating][data-key='" + CSS.escape(event.key) + "']");

@@ -122,6 +122,8 @@ ENDPOINTS = [
     Endpoint("reading-progress", "get", "/api/reading/progress/", READERS),
     Endpoint("reading-detail", "get", f"/api/reading/{SOME_ID}/", READERS, 404),
     Endpoint("reading-rating", "post", f"/api/reading/{SOME_ID}/rating/", READERS, 404, _rating),
+    # Nothing rated: nothing to take back (409, with the reason).
+    Endpoint("reading-undo", "post", "/api/reading/undo/", READERS, 409),
     Endpoint("schema", "get", "/api/schema/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/?script=", LOGGED_IN),

@@ -215,6 +215,17 @@ def simulate_reading(study: Study, *, seed: int = DEMO_SEED) -> dict[str, int]:
     until nothing is open. Ratings follow reading_plans; an example rated differently before
     (by hand) still finishes, with the plan's fallback ratings.
     """
+    # The simulated reads stand for past work, final as soon as made: undo is off while they are
+    # stored, and the study keeps its own window for the people who read it next.
+    window = study.undo_window_seconds
+    Study.objects.filter(pk=study.pk).update(undo_window_seconds=0)
+    try:
+        return _simulate(study, seed)
+    finally:
+        Study.objects.filter(pk=study.pk).update(undo_window_seconds=window)
+
+
+def _simulate(study: Study, seed: int) -> dict[str, int]:
     plans = reading_plans(study, seed=seed)
     rng = random.Random(f"readingroom-demo-rationales:{seed}")
     done = {"annotations": 0, "adjudications": 0}
