@@ -121,8 +121,10 @@ def lock_example(example_pk: int | Subquery) -> Example | None:
     are read along but not locked, so readers of different examples never wait for each other.
 
     example_pk may be a subquery (locks in one query what it finds; None if it finds nothing).
+    FOR NO KEY UPDATE: workflows still exclude each other, but a row that merely refers to the
+    example (an audit event a reader's undo writes) never waits for whoever holds it.
     """
-    examples = Example.objects.select_for_update(of=("self",)).select_related("study", "pair")
+    examples = Example.objects.select_for_update(of=("self",), no_key=True).select_related("study", "pair")
     if isinstance(example_pk, Subquery):
         return examples.filter(pk=example_pk).first()
     return examples.get(pk=example_pk)
@@ -730,7 +732,7 @@ def _lock_with_unsettled(
     pks = {unsettled[1]} | ({target_pk} if target_pk is not None else set())
     locked = {
         example.pk: example
-        for example in Example.objects.select_for_update(of=("self",))
+        for example in Example.objects.select_for_update(of=("self",), no_key=True)
         .select_related("study", "pair")
         .filter(pk__in=pks)
         .order_by("pk")
