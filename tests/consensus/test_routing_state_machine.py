@@ -1,11 +1,17 @@
-"""Random submissions, voids, adjudications and new people; the protocol's invariants after every step."""
+"""Random submissions, voids, adjudications and new people; the protocol's invariants after every step.
+
+With an undo window (UndoWindowRoutingMachine), ratings also wait in their window, are taken back
+and settle at random moments, and routing must only ever act on settled ones.
+"""
 
 import contextlib
 import uuid
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 from django.db import transaction
+from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -21,16 +27,25 @@ from annotation.models import (
     MemberRole,
     ReaderQueue,
     Role,
+    Study,
     StudyMember,
     Task,
 )
-from consensus.assignment import QueueRefused, add_study_member, reassign_assignment, withdraw_assignment
+from consensus.assignment import (
+    QueueRefused,
+    add_study_member,
+    assign_readers,
+    reassign_assignment,
+    withdraw_assignment,
+)
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
     AlreadySubmitted,
+    settle_due_ratings,
     show_assignment,
     submit_adjudication,
     submit_annotation,
+    undo_last_rating,
     void_annotation,
 )
 from tests.factories import make_reading_study, make_user
@@ -39,6 +54,7 @@ from tests.factories import make_reading_study, make_user
 class RoutingMachine(RuleBasedStateMachine):
     keep_versions_apart = False
     readers = 3
+    undo_window_seconds = 0
 
     def __init__(self) -> None:
         super().__init__()
@@ -48,6 +64,8 @@ class RoutingMachine(RuleBasedStateMachine):
         self.study, _, _ = make_reading_study(
             pairs=2, readers=self.readers, adjudicators=0, keep_versions_apart=self.keep_versions_apart
         )
+        self.study.undo_window_seconds = self.undo_window_seconds
+        self.study.save(update_fields=["undo_window_seconds"])
         self.coordinator = make_user(Role.COORDINATOR)
 
     def teardown(self) -> None:
@@ -90,7 +108,31 @@ class RoutingMachine(RuleBasedStateMachine):
                 submit_annotation(**{**kwargs, "form_token": uuid.uuid4()})
 
     def _valid_annotations(self) -> list[Annotation]:
-        return list(Annotation.objects.filter(example__study=self.study, voided_at__isnull=True).order_by("pk"))
+        return list(
+            Annotation.objects.filter(
+                example__study=self.study, voided_at__isnull=True, settled_at__isnull=False
+            ).order_by("pk")
+        )
+
+    def _unsettled_annotations(self) -> list[Annotation]:
+        return list(
+            Annotation.objects.filter(example__study=self.study, settled_at__isnull=True)
+            .select_related("reader")
+            .order_by("pk")
+        )
+
+    @precondition(lambda self: bool(self._unsettled_annotations()))
+    @rule(data=st.data())
+    def undo(self, data: st.DataObject) -> None:
+        annotation = data.draw(st.sampled_from(self._unsettled_annotations()))
+        result = undo_last_rating(annotation.reader)
+        assert result.assignment.pk == annotation.assignment_id
+        assert not Annotation.objects.filter(pk=annotation.pk).exists()
+
+    @precondition(lambda self: bool(self._unsettled_annotations()))
+    @rule()
+    def windows_close(self) -> None:
+        settle_due_ratings(now=timezone.now() + timedelta(seconds=self.undo_window_seconds + 1))
 
     @precondition(lambda self: bool(self._valid_annotations()))
     @rule(data=st.data())
@@ -184,7 +226,8 @@ class RoutingMachine(RuleBasedStateMachine):
         ):
             assignments = list(example.assignments.all())
             active = [a for a in assignments if a.status in (AssignmentStatus.OPEN, AssignmentStatus.DONE)]
-            valid = [a for a in example.annotations.all() if a.voided_at is None]
+            valid = [a for a in example.annotations.all() if a.voided_at is None and a.settled_at is not None]
+            unsettled = [a for a in example.annotations.all() if a.settled_at is None]
             adjudications = [a for a in example.adjudications.all() if a.status != AdjudicationStatus.VOIDED]
             consensus = ConsensusLabel.objects.filter(example=example).first()
 
@@ -201,6 +244,9 @@ class RoutingMachine(RuleBasedStateMachine):
 
             ratings = [a.rating for a in valid]
             open_reads = [a for a in active if a.status == AssignmentStatus.OPEN]
+            # Routing sees settled ratings only: a rating in its window is a read under way.
+            under_way = open_reads + [a for a in active if a.pk in {u.assignment_id for u in unsettled}]
+            assert all(a.voided_at is None for a in unsettled)
             votes = Counter(ratings).most_common(1)
             if len(ratings) == 2 and ratings[0] == ratings[1]:
                 assert example.state == ExampleState.CONSENSUS
@@ -210,7 +256,7 @@ class RoutingMachine(RuleBasedStateMachine):
                 assert example.state == ExampleState.THIRD_READ
                 assert consensus is None
                 # Exactly one more reader, or listed as unrouted for the coordinator.
-                assert len(open_reads) == 1 or (not open_reads and example.unrouted)
+                assert len(under_way) == 1 or (not under_way and example.unrouted)
             elif len(ratings) == 3 and votes[0][1] >= 2:
                 assert example.state == ExampleState.CONSENSUS
                 assert (consensus.rating, consensus.label_source) == (votes[0][0], LabelSource.MAJORITY)
@@ -228,6 +274,35 @@ class RoutingMachine(RuleBasedStateMachine):
                 assert consensus is None
             if consensus is not None:
                 assert consensus.n_annotations == len(ratings)
+
+    @invariant()
+    def a_reader_has_at_most_one_rating_in_its_window(self) -> None:
+        readers = Counter(a.reader_id for a in self._unsettled_annotations())
+        assert all(n == 1 for n in readers.values()), readers
+
+
+class UndoWindowRoutingMachine(RoutingMachine):
+    """The same with a two-minute undo window: ratings wait, are taken back and settle at random."""
+
+    undo_window_seconds = 120
+
+    def __init__(self) -> None:
+        RuleBasedStateMachine.__init__(self)
+        self._atomic = transaction.atomic()
+        self._atomic.__enter__()
+        # Who gets which read is drawn from the study's seed and the examples' public ids; with ratings
+        # waiting in their window, who that is decides what a later submit settles. Fixed draws keep a
+        # replayed run the same (the other machines do not depend on who reads what).
+        self.study, _, _ = make_reading_study(
+            pairs=2, readers=self.readers, adjudicators=0, keep_versions_apart=self.keep_versions_apart, assign=False
+        )
+        Study.objects.filter(pk=self.study.pk).update(seed=7, undo_window_seconds=self.undo_window_seconds)
+        for example in Example.objects.filter(study=self.study).select_related("pair"):
+            name = f"{example.pair.source_study_id}:{example.task}:{example.report_type}"
+            Example.objects.filter(pk=example.pk).update(public_id=uuid.uuid5(uuid.NAMESPACE_URL, name))
+        self.study.refresh_from_db()
+        self.coordinator = make_user(Role.COORDINATOR)
+        assign_readers(self.study, actor=self.coordinator)
 
 
 class KeptApartRoutingMachine(RoutingMachine):
@@ -247,6 +322,7 @@ MACHINE_SETTINGS = settings(
 )
 RoutingMachine.TestCase.settings = MACHINE_SETTINGS
 KeptApartRoutingMachine.TestCase.settings = MACHINE_SETTINGS
+UndoWindowRoutingMachine.TestCase.settings = MACHINE_SETTINGS
 
 
 @pytest.mark.django_db
@@ -257,3 +333,8 @@ def test_routing_keeps_the_protocol_under_random_operations() -> None:
 @pytest.mark.django_db
 def test_routing_keeps_versions_apart_under_random_operations() -> None:
     KeptApartRoutingMachine.TestCase("runTest").runTest()
+
+
+@pytest.mark.django_db
+def test_routing_acts_on_settled_ratings_only_under_random_undos_and_settlements() -> None:
+    UndoWindowRoutingMachine.TestCase("runTest").runTest()

@@ -344,3 +344,20 @@ def test_the_release_and_the_counts_ignore_undone_and_unsettled_ratings(study, t
     assert summary.row_counts["task2/task2_full.csv"] == 1
     full = (tmp_path / "out" / "task2" / "task2_full.csv").read_text()
     assert "Minor Discrepancy" not in full
+
+
+def test_routing_never_counts_a_rating_still_in_its_window(study):
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first)
+    later = _rate(second)
+    Annotation.objects.filter(pk=later.pk).update(settle_by=timezone.now() + timedelta(seconds=WINDOW * 2))
+
+    assert settle_due_ratings(now=_later()) == 1  # the first read settles and routes; the second waits
+
+    example.refresh_from_db()
+    assert example.state == ExampleState.WAITING
+    assert not ConsensusLabel.objects.filter(example=example).exists()
+    undo_last_rating(second.reader)
+    example.refresh_from_db()
+    assert example.state == ExampleState.WAITING
