@@ -78,12 +78,10 @@ def test_when_the_window_closes_the_notice_says_so_and_undo_is_refused(
     page.keyboard.press("Control+Enter")
     expect(page).to_have_url(at_path(reading_path(second)))
     expect(page.locator("#undo-button")).to_be_visible()
-    print("DBG", page.evaluate("document.getElementById('saved-notice').outerHTML"))
-    page.wait_for_timeout(3000)
-    print("DBG2", page.evaluate("document.getElementById('saved-notice').outerHTML"))
 
     # The page counts the window down by itself.
-    expect(page.locator("#saved-notice")).to_contain_text("can no longer be taken back", timeout=5000)
+    expect(page.locator("#saved-notice .undo-closed")).to_be_visible()
+    expect(page.locator("#saved-notice")).to_contain_text("can no longer be taken back")
     expect(page.locator("#undo-button")).to_have_count(0)
     # The key does nothing now, and the server refuses all the same, saying why.
     page.keyboard.press("u")

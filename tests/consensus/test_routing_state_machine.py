@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -281,6 +281,19 @@ class RoutingMachine(RuleBasedStateMachine):
         assert all(n == 1 for n in readers.values()), readers
 
 
+# Tables whose primary keys the draws of routing and assignment depend on.
+REPLAYED_TABLES = (
+    "auth_user",
+    "annotation_study",
+    "annotation_candidatepair",
+    "annotation_example",
+    "annotation_assignment",
+    "annotation_annotation",
+    "annotation_studymember",
+    "consensus_adjudication",
+)
+
+
 class UndoWindowRoutingMachine(RoutingMachine):
     """The same with a two-minute undo window: ratings wait, are taken back and settle at random."""
 
@@ -292,7 +305,12 @@ class UndoWindowRoutingMachine(RoutingMachine):
         self._atomic.__enter__()
         # Who gets which read is drawn from the study's seed and the examples' public ids; with ratings
         # waiting in their window, who that is decides what a later submit settles. Fixed draws keep a
-        # replayed run the same (the other machines do not depend on who reads what).
+        # replayed run the same (the other machines do not depend on who reads what). So do the same
+        # primary keys: PostgreSQL's sequences are not rolled back with the run (SQLite reuses the ids).
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                for table in REPLAYED_TABLES:
+                    cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), 1000000, false)", [table])
         self.study, _, _ = make_reading_study(
             pairs=2, readers=self.readers, adjudicators=0, keep_versions_apart=self.keep_versions_apart, assign=False
         )
