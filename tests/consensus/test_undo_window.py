@@ -361,3 +361,22 @@ def test_routing_never_counts_a_rating_still_in_its_window(study):
     undo_last_rating(second.reader)
     example.refresh_from_db()
     assert example.state == ExampleState.WAITING
+
+
+def test_the_coordinator_sees_a_rating_in_its_window_and_the_rating_taken_back(study, client, coordinator):
+    from django.urls import reverse
+
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first, Rating.MINOR_DISCREPANCY)
+    undo_last_rating(first.reader)
+    _rate(second)
+    client.force_login(coordinator)
+
+    html = client.get(reverse("example_detail", args=[study.slug, example.public_id])).content.decode()
+    api = client.get(f"/api/studies/{study.slug}/examples/{example.public_id}/").json()
+
+    assert "in its undo window" in html and "Its reader can take it back until" in html
+    assert "Rating taken back by its reader" in html and "A slip." in html
+    [record] = api["annotations"]
+    assert record["settled_at"] is None and record["settle_by"]
