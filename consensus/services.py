@@ -139,9 +139,11 @@ def submit_annotation(
     form_token: uuid.UUID,
     require_shown: bool = False,
 ) -> SubmitResult:
-    """Store a reader's rating of their own open assignment, then route the example.
+    """Store a reader's rating of their own open assignment; route the example once it settles.
 
-    The same form_token twice (a double click, a retry, concurrent requests) stores one
+    It settles at once when the study's undo window is 0, else at the reader's next submit (this
+    function settles their previous rating first) or at its settle_by (settle_due_ratings). The
+    same form_token twice (a double click, a retry, concurrent requests) stores one
     annotation and answers every call with it. Another submission of an assignment that is
     already rated raises AlreadySubmitted. With require_shown, an assignment that was never
     shown (show_assignment) is refused with NotShownYet.
