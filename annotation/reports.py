@@ -75,6 +75,10 @@ class SkippedReport:
     file: str
     line: int | None = None
 
+    @property
+    def source(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
 
 Item = SourceReport | SkippedReport | ImportProblem
 
