@@ -22,7 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--skipped-ids", type=Path, help="Write the ids of every skipped report to this file.")
 
     def handle(self, *args, **options) -> None:
-        path: Path = options["path"]
+        path = Path(options["path"])
+        split_csv = Path(options["split_csv"]) if options["split_csv"] else None
         dataset = Dataset.objects.filter(key=options["dataset"]).first()
         if dataset is None:
             raise CommandError(f"Dataset {options['dataset']} is not in the database. Run manage.py migrate.")
@@ -40,7 +41,7 @@ class Command(BaseCommand):
             report = import_reports(
                 dataset,
                 path,
-                split_csv=options["split_csv"],
+                split_csv=split_csv,
                 split=options["split"],
                 dry_run=options["dry_run"],
                 progress=progress,
@@ -58,7 +59,7 @@ class Command(BaseCommand):
         for line in lines[1:]:
             self.stdout.write(line)
         if options["skipped_ids"]:
-            with options["skipped_ids"].open("w", encoding="utf-8") as handle:
+            with Path(options["skipped_ids"]).open("w", encoding="utf-8") as handle:
                 for reason, ids in report.skipped.items():
                     handle.writelines(f"{study_id}\t{reason}\n" for study_id in ids)
             self.stdout.write(f"Skipped ids written to {options['skipped_ids']}.")
