@@ -198,10 +198,11 @@ def mimic_sections(text: str) -> list[tuple[str, str]]:
         parts = [("preamble", text[: match.start(1)])]
         while match is not None:
             header, start = match.group(1), match.end()
-            # Like the parser, look for the next header only from the end of the header's own
-            # line: a header on the line right after an empty one is read as that one's text.
-            line_end = text.find("\n", start)
-            match = MIMIC_HEADER.search(text, line_end if line_end != -1 else start)
+            # The parser resumes its search at the end of the header's line, which finds the
+            # same next header as resuming here (a header needs a line break before it). When
+            # the blank after the colon is the line break itself, a header on the next line has
+            # lost it and is read as this section's text.
+            match = MIMIC_HEADER.search(text, start)
             parts.append((header, text[start : match.start() if match else len(text)]))
     sections = [(mimic_section_name(name), body) for name, body in parts]
     sections = [(n, b) for n, b in sections if not (n in ("findings", "impression") and not b.strip())]

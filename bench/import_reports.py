@@ -198,7 +198,8 @@ def main() -> None:
     print(f"database: {args.database_url.split('@')[-1]}")
     print(f"{'':<24}{'wall s':>8}{'CPU s':>8}{'peak MB':>9}  load average (1, 5, 15 min) before -> after")
     for name, run in runs:
-        load = " ".join(f"{x:.2f}" for x in run["load_before"]) + " -> " + " ".join(f"{x:.2f}" for x in run["load_after"])
+        before, after = (" ".join(f"{x:.2f}" for x in run[key]) for key in ("load_before", "load_after"))
+        load = f"{before} -> {after}"
         print(f"{name:<24}{run['seconds']:>8.1f}{run['cpu']:>8.1f}{run['peak_mb']:>9.0f}  {load}")
     for line in runs[1][1]["output"].splitlines()[:3]:
         print(f"  {line[:150]}")

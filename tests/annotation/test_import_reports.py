@@ -69,7 +69,7 @@ def test_it_imports_the_mimic_folder_as_the_golden_set_says(db):
 
 def test_it_imports_the_zip_as_distributed_like_the_folder(db, tmp_path):
     report = import_reports(dataset("mimic-cxr"), mimic_zip(tmp_path))
-    assert report.created == 12
+    assert report.created == 13
     assert stored("mimic-cxr")["50000001"]["comparison"] == "___"
     source = OriginalReport.objects.get(source_study_id="50000001").source
     assert source == "files/p10/p10000001/s50000001.txt"
@@ -79,16 +79,16 @@ def test_a_second_import_changes_nothing_and_says_so(db, tmp_path):
     import_reports(dataset("mimic-cxr"), mimic_zip(tmp_path))
     first = list(OriginalReport.objects.values_list("pk", "created_at").order_by("pk"))
     again = import_reports(dataset("mimic-cxr"), MIMIC / "files")
-    assert (again.created, again.unchanged) == (0, 12)
+    assert (again.created, again.unchanged) == (0, 13)
     assert list(OriginalReport.objects.values_list("pk", "created_at").order_by("pk")) == first
-    assert again.summary_lines()[0].startswith("14 mimic-cxr reports read: nothing to store, 12 already stored")
+    assert again.summary_lines()[0].startswith("15 mimic-cxr reports read: nothing to store, 13 already stored")
 
 
 def test_dry_run_stores_nothing_and_reports_the_same(db):
     report = import_reports(dataset("mimic-cxr"), MIMIC / "files", dry_run=True)
-    assert report.created == 12
+    assert report.created == 13
     assert not OriginalReport.objects.exists()
-    assert report.summary_lines()[0].startswith("14 mimic-cxr reports read: would store 12 new")
+    assert report.summary_lines()[0].startswith("15 mimic-cxr reports read: would store 13 new")
 
 
 def test_split_csv_keeps_only_the_split(db, tmp_path):
@@ -99,7 +99,7 @@ def test_split_csv_keeps_only_the_split(db, tmp_path):
         handle.write("d4,50000011,11000004,test\nd5,50000014,12000005,validate\n")
     report = import_reports(dataset("mimic-cxr"), mimic_zip(tmp_path), split_csv=split, split="test")
     assert sorted(stored("mimic-cxr")) == ["50000001", "50000011"]
-    assert report.notes == ["12 reports outside the split were left out."]
+    assert report.notes == ["13 reports outside the split were left out."]
     with pytest.raises(ImportRejected, match=r"No study is in split .tset.\. The file.s splits are: test, train"):
         import_reports(dataset("mimic-cxr"), MIMIC / "files", split_csv=split, split="tset")
     with pytest.raises(ImportRejected, match="Give both the split file"):

@@ -23,8 +23,8 @@ def test_it_prints_the_summary_with_sections_and_skipped_ids(tmp_path):
     skipped = tmp_path / "skipped.tsv"
     out, err = run(str(DATASETS / "mimic-cxr/files"), dataset="mimic-cxr", skipped_ids=str(skipped))
     assert out.splitlines() == [
-        "14 mimic-cxr reports read: stored 12 new, 0 already stored unchanged, 2 skipped.",
-        "With each section: indication 12, comparison 3, technique 1, findings 10, impression 11 (of 14).",
+        "15 mimic-cxr reports read: stored 13 new, 0 already stored unchanged, 2 skipped.",
+        "With each section: indication 13, comparison 3, technique 1, findings 10, impression 12 (of 15).",
         "Skipped, neither Findings nor Impression: 2 (50000005, 50000013).",
         f"Skipped ids written to {skipped}.",
     ]
@@ -32,7 +32,7 @@ def test_it_prints_the_summary_with_sections_and_skipped_ids(tmp_path):
     assert skipped.read_text() == (
         "50000005\tneither Findings nor Impression\n50000013\tneither Findings nor Impression\n"
     )
-    assert OriginalReport.objects.count() == 12
+    assert OriginalReport.objects.count() == 13
 
 
 def test_dry_run_and_no_progress(tmp_path):
