@@ -8,6 +8,7 @@ from annotation.models import (
     CandidatePair,
     Dataset,
     Example,
+    OriginalReport,
     ReaderProfile,
     ReaderQueue,
     Study,
@@ -54,6 +55,17 @@ class VariationAdmin(admin.ModelAdmin):
     list_display = ["key", "label", "dimension", "study", "position"]
     list_filter = ["study", "dimension"]
     list_select_related = ["study"]
+
+
+@admin.register(OriginalReport)
+class OriginalReportAdmin(ReadOnlyAdmin):
+    """Stored by import_reports; never changed (a rewrite file is joined to them)."""
+
+    list_display = ["source_study_id", "dataset", "source", "created_at"]
+    list_filter = ["dataset"]
+    list_select_related = ["dataset"]
+    search_fields = ["source_study_id"]
+    show_full_result_count = False
 
 
 @admin.register(CandidatePair)

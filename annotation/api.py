@@ -17,7 +17,7 @@ from annotation.models import Assignment, AssignmentStatus, CandidatePair, Datas
 from annotation.parsers import BoundedJSONParser
 from annotation.permissions import IsCoordinator, IsReader
 from annotation.reading import next_assignment, queue_position, reader_queues, reading_item
-from annotation.services import SamplingRefused, import_pairs, sample_pairs
+from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs
 from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.services import (
     AlreadySubmitted,
@@ -64,6 +64,28 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         upload = form.validated_data["file"]
         try:
             report = import_pairs(study, upload.read(), filename=upload.name, dry_run=form.validated_data["dry_run"])
+        except ImportRejected as rejected:
+            return Response({"errors": [p.as_dict() for p in rejected.problems]}, status=status.HTTP_400_BAD_REQUEST)
+        code = status.HTTP_201_CREATED if report.created and not report.dry_run else status.HTTP_200_OK
+        return Response(report.as_dict(), status=code)
+
+    @extend_schema(
+        request={"multipart/form-data": serializers.ImportRequestSerializer},
+        responses={
+            201: serializers.ImportResultSerializer,
+            200: serializers.ImportResultSerializer,
+            400: serializers.ImportErrorSerializer,
+        },
+    )
+    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser])
+    def rewrites(self, request: Request, slug: str | None = None) -> Response:
+        """Import a CSV or JSON Lines file of rewrites, each joined to its stored original report, all or nothing."""
+        study = self.get_object()
+        form = serializers.ImportRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        upload = form.validated_data["file"]
+        try:
+            report = import_rewrites(study, upload.read(), filename=upload.name, dry_run=form.validated_data["dry_run"])
         except ImportRejected as rejected:
             return Response({"errors": [p.as_dict() for p in rejected.problems]}, status=status.HTTP_400_BAD_REQUEST)
         code = status.HTTP_201_CREATED if report.created and not report.dry_run else status.HTTP_200_OK

@@ -19,6 +19,21 @@ class ImportForm(forms.Form):
     dry_run = forms.BooleanField(required=False, label="Dry run (check the file, import nothing)")
 
 
+class RewriteImportForm(ImportForm):
+    """A file of rewrites; each is joined to its stored original report (see import_reports)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["file"].label = "Rewrites file"
+        self.fields["file"].help_text = (
+            "CSV or JSON Lines, UTF-8: dataset, study_id, reref_variation, verdict, alternative_findings, "
+            "alternative_impression. The original reports must be stored first."
+        )
+        self.fields["dry_run"].label = "Dry run (check the file, import nothing)"
+        # Distinct ids: both forms are on the study page.
+        self.auto_id = "id_rewrites_%s"
+
+
 class SampleForm(forms.Form):
     per_variation = forms.IntegerField(
         min_value=1, max_value=100_000, initial=10, label="Pairs per dataset and variation"

@@ -315,6 +315,11 @@ class CandidatePair(models.Model):
     alternative_findings = models.TextField(blank=True)
     alternative_impression = models.TextField(blank=True)
     sampled = models.BooleanField(default=False)
+    generator = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="How the rewrite was made, as imported (model, attempt, verifier_reasons). Never shown to readers.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -345,6 +350,41 @@ class CandidatePair(models.Model):
         if report_type == ReportType.ORIGINAL:
             return self.original_findings, self.original_impression
         return self.alternative_findings, self.alternative_impression
+
+
+# The sections of a report, in the order a report is read.
+REPORT_SECTIONS = ("indication", "comparison", "technique", "findings", "impression")
+
+
+class OriginalReport(models.Model):
+    """An original report read from its dataset's own files and cut into sections.
+
+    Stored once per (dataset, study id), independent of any reader study: a rewrite file names
+    the report by its study id and is joined to it to become a candidate pair.
+    """
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="reports")
+    source_study_id = models.CharField(max_length=64, help_text="The report's study id in its dataset, as stored.")
+    indication = models.TextField(blank=True)
+    comparison = models.TextField(blank=True)
+    technique = models.TextField(blank=True)
+    findings = models.TextField(blank=True)
+    impression = models.TextField(blank=True)
+    content_hash = models.CharField(
+        max_length=32, help_text="BLAKE2b-128 of the five sections: a re-import compares this, not the texts."
+    )
+    source = models.CharField(max_length=300, blank=True, help_text="The file (and line) it was read from.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["dataset__key", "source_study_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "source_study_id"], name="report_unique_per_dataset"),
+            models.CheckConstraint(condition=~Q(findings="", impression=""), name="report_has_findings_or_impression"),
+        ]
+
+    def __str__(self) -> str:
+        return self.source_study_id
 
 
 class ExampleQuerySet(models.QuerySet):

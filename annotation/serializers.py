@@ -102,6 +102,7 @@ class ImportRequestSerializer(serializers.Serializer):
 
 
 class ProblemSerializer(serializers.Serializer):
+    file = serializers.CharField(required=False, help_text="The file or zip member, when an import reads several.")
     line = serializers.IntegerField(allow_null=True)
     field = serializers.CharField(allow_null=True)
     message = serializers.CharField()

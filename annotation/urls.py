@@ -7,6 +7,7 @@ urlpatterns = [
     path("studies/", views.study_list, name="study_list"),
     path("studies/<slug:slug>/", views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/import/", views.study_import, name="study_import"),
+    path("studies/<slug:slug>/rewrites/", views.study_import_rewrites, name="study_import_rewrites"),
     path("studies/<slug:slug>/sample/", views.study_sample, name="study_sample"),
     path("read/", views.reader_home, name="reader_home"),
     path("read/<slug:slug>/<str:task>/next/", views.reading_next, name="reading_next"),

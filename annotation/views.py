@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
 
 from annotation.decorators import role_required
-from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
+from annotation.forms import ImportForm, RatingForm, RewriteImportForm, SampleForm, StudyForm
 from annotation.importing import ImportRejected
 from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
 from annotation.reading import (
@@ -20,7 +20,7 @@ from annotation.reading import (
     reading_item,
 )
 from annotation.roles import has_role
-from annotation.services import SamplingRefused, import_pairs, sample_pairs
+from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs
 from consensus.adjudication import adjudication_queue, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
@@ -65,6 +65,7 @@ def _study_context(study: Study, **extra) -> dict:
         "study": study,
         "summary": study.candidate_summary(),
         "import_form": ImportForm(),
+        "rewrites_form": RewriteImportForm(),
         "sample_form": SampleForm(initial={"per_variation": study.sample_per_variation or 10}),
         **extra,
     }
@@ -96,6 +97,28 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
             context["report"] = report
             context["summary"] = study.candidate_summary()
     return _render_partial(request, "import-result", context, status=status)
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_import_rewrites(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    form = RewriteImportForm(request.POST, request.FILES)
+    context = {"study": study, "rewrites_form": form}
+    status = 200
+    if not form.is_valid():
+        status = UNPROCESSABLE
+    else:
+        upload = form.cleaned_data["file"]
+        try:
+            report = import_rewrites(study, upload.read(), filename=upload.name, dry_run=form.cleaned_data["dry_run"])
+        except ImportRejected as rejected:
+            context["rewrite_problems"] = rejected.problems
+            status = UNPROCESSABLE
+        else:
+            context["rewrite_report"] = report
+            context["summary"] = study.candidate_summary()
+    return _render_partial(request, "rewrites-result", context, status=status)
 
 
 @require_POST

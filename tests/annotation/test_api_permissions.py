@@ -1,5 +1,6 @@
 """Who may call what under /api/: the whole matrix, token authentication and default deny."""
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from rest_framework.settings import api_settings
 from rest_framework.test import APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
-from annotation.models import CandidatePair, Role, Study
+from annotation.models import CandidatePair, Dataset, OriginalReport, Role, Study
 from annotation.permissions import DenyAll
 from config.urls import router
 from tests.factories import csv_bytes, csv_row, make_pair, make_study, make_user
@@ -51,6 +52,25 @@ def _import_file() -> dict:
     return {"file": SimpleUploadedFile("pairs.csv", csv_bytes([csv_row()]), content_type="text/csv")}
 
 
+_rewrite_ids = itertools.count(50_100_000)
+
+
+def _rewrite_file() -> dict:
+    """A rewrite of a freshly stored original report (so that an allowed call imports a pair)."""
+    study_id = str(next(_rewrite_ids))
+    OriginalReport.objects.create(
+        dataset=Dataset.objects.get(key="mimic-cxr"),
+        source_study_id=study_id,
+        findings="Lungs are clear.",
+        impression="Normal.",
+        content_hash="0" * 32,
+    )
+    row = {"dataset": "mimic-cxr", "study_id": study_id, "reref_variation": "hedging", "verdict": "accepted"}
+    row |= {"alternative_findings": "The lungs are probably clear.", "alternative_impression": "Likely normal."}
+    data = csv_bytes([row], columns=list(row))
+    return {"file": SimpleUploadedFile("rewrites.csv", data, content_type="text/csv")}
+
+
 SOME_ID = "6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b"
 
 
@@ -63,6 +83,7 @@ ENDPOINTS = [
     Endpoint("study-list", "post", "/api/studies/", COORDINATORS, 201, lambda: {"slug": "new-study", "name": "New"}),
     Endpoint("study-detail", "get", "/api/studies/s1/", COORDINATORS),
     Endpoint("study-imports", "post", "/api/studies/s1/imports/", COORDINATORS, 201, _import_file, None),
+    Endpoint("study-rewrites", "post", "/api/studies/s1/rewrites/", COORDINATORS, 201, _rewrite_file, None),
     Endpoint("study-sample", "post", "/api/studies/s1/sample/", COORDINATORS, 200, lambda: {"per_variation": 1}),
     Endpoint("study-summary", "get", "/api/studies/s1/summary/", COORDINATORS),
     Endpoint("study-pairs", "get", "/api/studies/s1/pairs/", COORDINATORS),
