@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from importlib.metadata import version
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,7 @@ def bleu_tokens(text: str) -> list[str]:
 
 
 def _bleu_counts(tokens: list[str]) -> tuple[Counter, Counter]:
-    return Counter(tokens), Counter(zip(tokens, tokens[1:], strict=False))
+    return Counter(tokens), Counter(pairwise(tokens))
 
 
 def _matches(a: Counter, b: Counter) -> int:
@@ -101,10 +102,7 @@ def _bleu2(hyp_len: int, ref_len: int, unigram_matches: int, bigram_matches: int
     """NLTK's sentence_bleu with weights (1/2, 1/2) and smoothing method 1, from the counts."""
     if unigram_matches == 0:
         return 0.0
-    if hyp_len > ref_len:
-        penalty = 1.0
-    else:
-        penalty = math.exp(1 - ref_len / hyp_len)
+    penalty = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
     p1 = unigram_matches / max(1, hyp_len)
     bigrams = max(1, hyp_len - 1)
     p2 = bigram_matches / bigrams if bigram_matches else (bigram_matches + EPSILON) / bigrams

@@ -48,7 +48,9 @@ def generate_pairs(count: int, seed: int = 7) -> tuple[list[str], list[str]]:
     references, candidates = [], []
     while len(references) < count:
         sentences = rng.sample(pool, rng.randint(5, 9))
-        sentences.insert(rng.randrange(len(sentences)), f"Nodule measures {rng.randint(2, 40)} mm in series {rng.randint(1, 9999)}.")
+        sentences.insert(
+            rng.randrange(len(sentences)), f"Nodule measures {rng.randint(2, 40)} mm in series {rng.randint(1, 9999)}."
+        )
         original = " ".join(sentences)
         for _ in range(min(12, count - len(references))):
             rewritten = list(sentences)
@@ -112,7 +114,10 @@ def main() -> None:
 
     print(f"workers: {workers} (CPUs available: {metrics.default_workers()}, os.cpu_count: {os.cpu_count()})")
     print(f"cold (no cache):       {cold_seconds:8.1f} s  {args.pairs / cold_seconds:10,.0f} pairs/s")
-    print(f"warm (all cached):     {warm_seconds:8.1f} s  {args.pairs / warm_seconds:10,.0f} pairs/s  (cache {size_mb:.0f} MB)")
+    print(
+        f"warm (all cached):     {warm_seconds:8.1f} s  {args.pairs / warm_seconds:10,.0f} pairs/s"
+        f"  (cache {size_mb:.0f} MB)"
+    )
     print(f"baseline (packages, {n:,} pairs extrapolated): {base:8.1f} s")
     print(f"ratio cold / baseline: {cold_seconds / base:.3f}   warm / cold: {warm_seconds / cold_seconds:.3f}")
     print("means:", ", ".join(f"{name} {cold[name].mean():.3f}" for name in metrics.COLUMNS))
