@@ -84,7 +84,8 @@ def _draw(sensitivity: Sensitivity, entry: dict) -> Figure:
             if len(values) == 0:
                 continue
             axes.boxplot([values], positions=[position + offset], widths=0.3, orientation="horizontal",
-                         showfliers=False, patch_artist=True, boxprops={"facecolor": "white", "edgecolor": COLOURS[kind]},
+                         showfliers=False, patch_artist=True,
+                         boxprops={"facecolor": "white", "edgecolor": COLOURS[kind]},
                          medianprops={"color": COLOURS[kind], "linewidth": 2},
                          whiskerprops={"color": COLOURS[kind]}, capprops={"color": COLOURS[kind]})  # fmt: skip
             shown = values if len(values) <= MAX_POINTS else rng.choice(values, MAX_POINTS, replace=False)
