@@ -126,8 +126,10 @@ def test_spearman_equals_scipy_and_its_fisher_machinery_equals_scipys_pearson_in
 def test_release_texts_follow_report_a_type():
     full = pd.DataFrame(
         [
-            ["mimic-cxr", "1", "hedging", "0", "alternative", "Equivalent", "", "", "", "", "Alt F.", "Alt I.", "Orig F.", ""],
-            ["mimic-cxr", "1", "hedging", "1", "original", "Equivalent", "", "", "", "", "Orig F.", "", "Alt F.", "Alt I."],
+            ["mimic-cxr", "1", "hedging", "0", "alternative", "Equivalent", "", "", "", "",
+             "Alt F.", "Alt I.", "Orig F.", ""],
+            ["mimic-cxr", "1", "hedging", "1", "original", "Equivalent", "", "", "", "",
+             "Orig F.", "", "Alt F.", "Alt I."],
         ],
         columns=["dataset", "study_id", "reref_variation", "annotation_index", "report_a_type", "rating", "rationale",
                  "indication", "comparison", "technique", "report_a_findings", "report_a_impression",
