@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -65,6 +66,12 @@ def generate_pairs(count: int, seed: int = 7) -> tuple[list[str], list[str]]:
     return references, candidates
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and of its finished children (the scoring processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def baseline_seconds(references: list[str], candidates: list[str]) -> float:
     from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
     from rouge_score.rouge_scorer import RougeScorer
@@ -99,9 +106,9 @@ def main() -> None:
     workers = args.workers or metrics.default_workers()
     with tempfile.TemporaryDirectory() as folder:
         cache = metrics.MetricCache(Path(folder) / "metric-cache.sqlite3")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         cold = metrics.score_pairs(references, candidates, cache=cache, workers=workers)
-        cold_seconds = time.perf_counter() - start
+        cold_seconds, cold_cpu = time.perf_counter() - start, _cpu_seconds() - cpu_start
         load_cold = os.getloadavg()
         start = time.perf_counter()
         warm = metrics.score_pairs(references, candidates, cache=cache, workers=workers)
@@ -109,17 +116,22 @@ def main() -> None:
         assert warm.equals(cold), "the cache returned other scores"
         size_mb = cache.path.stat().st_size / 1e6
     n = min(args.baseline, args.pairs)
+    cpu_start = _cpu_seconds()
     base = baseline_seconds(references[:n], candidates[:n]) * args.pairs / n
+    base_cpu = (_cpu_seconds() - cpu_start) * args.pairs / n
     load_after = os.getloadavg()
 
     print(f"workers: {workers} (CPUs available: {metrics.default_workers()}, os.cpu_count: {os.cpu_count()})")
-    print(f"cold (no cache):       {cold_seconds:8.1f} s  {args.pairs / cold_seconds:10,.0f} pairs/s")
+    print(f"cold (no cache): {cold_seconds:8.1f} s  {args.pairs / cold_seconds:10,.0f} pairs/s  CPU {cold_cpu:.1f} s")
     print(
         f"warm (all cached):     {warm_seconds:8.1f} s  {args.pairs / warm_seconds:10,.0f} pairs/s"
         f"  (cache {size_mb:.0f} MB)"
     )
-    print(f"baseline (packages, {n:,} pairs extrapolated): {base:8.1f} s")
-    print(f"ratio cold / baseline: {cold_seconds / base:.3f}   warm / cold: {warm_seconds / cold_seconds:.3f}")
+    print(f"baseline (packages, {n:,} pairs extrapolated): {base:8.1f} s  CPU {base_cpu:.1f} s")
+    print(
+        f"ratio cold / baseline: wall {cold_seconds / base:.3f}, CPU {cold_cpu / base_cpu:.3f}   "
+        f"warm / cold: {warm_seconds / cold_seconds:.3f}"
+    )
     print("means:", ", ".join(f"{name} {cold[name].mean():.3f}" for name in metrics.COLUMNS))
     print("load average (1, 5, 15 min): before " + " ".join(f"{v:.2f}" for v in load_before)
           + ", after cold " + " ".join(f"{v:.2f}" for v in load_cold)
