@@ -59,6 +59,11 @@ coordination_api = [
     ),
     # Coordinators and data managers: the study's results (analysis).
     path("studies/<slug:slug>/results/", analysis_api.StudyResultsView.as_view(), name="api_study_results"),
+    path(
+        "studies/<slug:slug>/metric-scores/",
+        analysis_api.StudyMetricScoresView.as_view(),
+        name="api_study_metric_scores",
+    ),
 ]
 
 urlpatterns = [
