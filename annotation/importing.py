@@ -17,6 +17,17 @@ REQUIRED_COLUMNS = (*KEY_COLUMNS, "verdict", *REPORT_COLUMNS)
 OPTIONAL_COLUMNS = CONTEXT_COLUMNS
 ALL_COLUMNS = (*KEY_COLUMNS, "verdict", *CONTEXT_COLUMNS, *REPORT_COLUMNS)
 
+
+@dataclass(frozen=True)
+class Columns:
+    """The columns a kind of file has: all it may have, and those it must have."""
+
+    all: tuple[str, ...]
+    required: tuple[str, ...]
+
+
+PAIR_COLUMNS = Columns(all=ALL_COLUMNS, required=REQUIRED_COLUMNS)
+
 MAX_PROBLEMS = 50
 
 
@@ -105,27 +116,30 @@ def decode(data: bytes, *, max_bytes: int) -> str:
     return text.removeprefix("\ufeff")
 
 
-def parse(data: bytes, *, filename: str, max_bytes: int) -> list[ParsedRow]:
+def parse(data: bytes, *, filename: str, max_bytes: int, columns: Columns = PAIR_COLUMNS) -> list[ParsedRow]:
     """All rows of a file, or ImportRejected with every problem found in it (up to a limit)."""
     text = decode(data, max_bytes=max_bytes)
-    rows = list(_parse_jsonl(text)) if detect_format(filename, data) == "jsonl" else list(_parse_csv(text))
+    if detect_format(filename, data) == "jsonl":
+        rows = list(_parse_jsonl(text, columns))
+    else:
+        rows = list(_parse_csv(text, columns))
     if not rows:
         raise ImportRejected([ImportProblem("The file has a header but no rows. Add at least one pair.")])
     return rows
 
 
-def _check_columns(columns: list[str], *, line: int) -> list[ImportProblem]:
+def _check_columns(columns: list[str], *, line: int, spec: Columns) -> list[ImportProblem]:
     problems = []
-    unknown = [c for c in columns if c not in ALL_COLUMNS]
+    unknown = [c for c in columns if c not in spec.all]
     for column in unknown:
         problems.append(
             ImportProblem(
-                f"Unknown column '{column}'. Rename or remove it; the columns are: {', '.join(ALL_COLUMNS)}.",
+                f"Unknown column '{column}'. Rename or remove it; the columns are: {', '.join(spec.all)}.",
                 line=line,
                 field=column,
             )
         )
-    for column in REQUIRED_COLUMNS:
+    for column in spec.required:
         if column not in columns:
             problems.append(ImportProblem(f"Required column '{column}' is missing. Add it.", line=line, field=column))
     seen = set()
@@ -136,14 +150,14 @@ def _check_columns(columns: list[str], *, line: int) -> list[ImportProblem]:
     return problems
 
 
-def _parse_csv(text: str) -> Iterator[ParsedRow]:
+def _parse_csv(text: str, spec: Columns) -> Iterator[ParsedRow]:
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
     except csv.Error as error:
         raise ImportRejected([_csv_problem(error, 1)]) from None
     header = [column.strip() for column in header]
-    problems = _check_columns(header, line=1)
+    problems = _check_columns(header, line=1, spec=spec)
     if problems:
         raise ImportRejected(problems)
     start = reader.line_num + 1
@@ -179,7 +193,7 @@ def _csv_problem(error: csv.Error, line: int) -> ImportProblem:
     )
 
 
-def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
+def _parse_jsonl(text: str, spec: Columns) -> Iterator[ParsedRow]:
     problems: list[ImportProblem] = []
     rows: list[ParsedRow] = []
     # Split on LF only: JSON strings may legally hold U+2028 and other characters that
@@ -223,7 +237,7 @@ def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
                 for key in unstorable
             )
             continue
-        column_problems = _check_columns(list(obj.keys()), line=number)
+        column_problems = _check_columns(list(obj.keys()), line=number, spec=spec)
         if column_problems:
             problems.extend(column_problems)
             continue
