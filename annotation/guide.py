@@ -75,6 +75,8 @@ def publish_guide(study: Study, text: str, *, author: AbstractBaseUser | None) -
         version = GuideVersion.objects.create(
             study=study, number=(current.number + 1) if current else 1, text=text, author=author
         )
+        Study.objects.filter(pk=study.pk).update(guide_number=version.number)
+        study.guide_number = version.number
         AuditEvent.objects.record(
             AuditAction.GUIDE_PUBLISHED,
             study=study,
@@ -105,9 +107,37 @@ class GuideStatus:
         return self.current is not None and (self.confirmed is None or self.confirmed.number < self.current.number)
 
 
-def guide_status(reader: AbstractBaseUser, study: Study | int) -> GuideStatus:
-    """The study's current guide and the newest version this reader confirmed. Two queries."""
+def guide_status(reader: AbstractBaseUser, study: Study) -> GuideStatus:
+    """The study's current guide and the newest version this reader confirmed (two queries; none
+    for a study without a guide)."""
+    if not study.guide_number:
+        return GuideStatus(current=None, confirmed=None)
     return GuideStatus(current=GuideVersion.objects.current(study), confirmed=confirmed_version(reader, study))
+
+
+def needs_confirmation(reader: AbstractBaseUser, study: Study) -> bool:
+    """Whether the reader must confirm the study's current guide before their next item.
+
+    No query for a study without a guide, one otherwise (the study row says which version is current).
+    """
+    if not study.guide_number:
+        return False
+    return not GuideAcknowledgement.objects.filter(
+        reader=reader, study=study, version__number__gte=study.guide_number
+    ).exists()
+
+
+def confirmed_version_id(reader: AbstractBaseUser, study: Study) -> int | None:
+    """The id of the newest guide version the reader confirmed (None, without a query, if the study
+    has no guide): what an annotation records as the guide in force when it was made."""
+    if not study.guide_number:
+        return None
+    return (
+        GuideAcknowledgement.objects.filter(reader=reader, study=study)
+        .order_by("-version__number")
+        .values_list("version_id", flat=True)
+        .first()
+    )
 
 
 def confirm_guide(reader: AbstractBaseUser, study: Study, number: int) -> tuple[GuideAcknowledgement, bool]:

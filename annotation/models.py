@@ -206,6 +206,11 @@ class Study(models.Model):
     license_text = models.TextField(
         blank=True, help_text="The licence of the release files (LICENSE.txt), unless a build supplies one."
     )
+    guide_number = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="The number of the guide's current version (0: no guide); kept by annotation.guide.publish_guide.",
+    )
     practice_items_required = models.PositiveSmallIntegerField(
         default=0,
         help_text="Practice items per task a reader rates (with feedback) before their first real item of that task.",
@@ -638,6 +643,7 @@ class AuditAction(models.TextChoices):
     GUIDE_PUBLISHED = "guide_published", "Guide version published"
     GUIDE_CONFIRMED = "guide_confirmed", "Guide version confirmed"
     PRACTICE_IMPORTED = "practice_imported", "Practice items imported"
+    PRACTICE_SETTINGS = "practice_settings", "Practice requirement changed"
 
 
 def _refuse_change(model: type[models.Model]) -> TypeError:

@@ -19,7 +19,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from annotation import importing
-from annotation.guide import guide_status
+from annotation.guide import guide_status, needs_confirmation
 from annotation.importing import Columns, ImportProblem, ImportRejected
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
@@ -272,9 +272,12 @@ def practice_required(reader: AbstractBaseUser, study: Study, task: str) -> int:
 
 
 def pending_step(reader: AbstractBaseUser, study: Study, task: str) -> PendingStep | None:
-    """The step due before the reader's next real item of this study and task, or None."""
-    status = guide_status(reader, study)
-    if status.needs_confirmation:
+    """The step due before the reader's next real item of this study and task, or None.
+
+    No query for a study without a guide and practice (the study row says so).
+    """
+    if needs_confirmation(reader, study):
+        status = guide_status(reader, study)
         if status.confirmed is None:
             detail = "Read the study's guide and confirm it before your first item."
         else:
@@ -283,6 +286,8 @@ def pending_step(reader: AbstractBaseUser, study: Study, task: str) -> PendingSt
                 "See what changed and confirm it before your next item."
             )
         return PendingStep("guide", detail)
+    if not study.practice_items_required:
+        return None
     remaining = practice_required(reader, study, task)
     if remaining:
         return PendingStep(
@@ -413,3 +418,53 @@ def agreement_by_reader(study: Study) -> list[dict]:
             "percent": round(100 * row["agreed"] / row["rated"]),
         }
     return list(readers.values())
+
+
+# --- The coordinator's settings ------------------------------------------------------------------
+
+
+def set_practice_requirement(study: Study, required: int, *, actor: AbstractBaseUser | None) -> None:
+    """How many practice items per task readers rate before their first real item (0: no practice)."""
+    if not 0 <= required <= 100:
+        raise PracticeRefused("Give a number of practice items from 0 to 100.", field="practice_items_required")
+    with transaction.atomic():
+        before = Study.objects.select_for_update().filter(pk=study.pk).values_list("practice_items_required", flat=True)
+        previous = before.first()
+        if previous == required:
+            return
+        Study.objects.filter(pk=study.pk).update(practice_items_required=required)
+        study.practice_items_required = required
+        AuditEvent.objects.record(
+            AuditAction.PRACTICE_SETTINGS,
+            study=study,
+            actor=actor,
+            before={"practice_items_required": previous},
+            after={"practice_items_required": required},
+        )
+
+
+def set_skip_practice(study: Study, username: str, skip: bool, *, actor: AbstractBaseUser | None) -> int:
+    """Let a member of the study (e.g. an automated judge) skip the practice round, or not.
+
+    Returns how many memberships changed; PracticeRefused if the user is not a member.
+    """
+    with transaction.atomic():
+        members = list(StudyMember.objects.select_for_update().filter(study=study, user__username=username))
+        if not members:
+            raise PracticeRefused(
+                f"'{username}' is not a reader or adjudicator of this study. Add them on the readers page first.",
+                field="username",
+            )
+        changed = [m for m in members if m.skip_practice != skip]
+        for member in changed:
+            member.skip_practice = skip
+            member.save(update_fields=["skip_practice"])
+            AuditEvent.objects.record(
+                AuditAction.MEMBER_CHANGED,
+                study=study,
+                actor=actor,
+                subject=member.user,
+                before={"skip_practice": not skip},
+                after={"skip_practice": skip},
+            )
+    return len(changed)

@@ -50,6 +50,11 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddField(
             model_name='study',
+            name='guide_number',
+            field=models.PositiveIntegerField(default=0, editable=False, help_text="The number of the guide's current version (0: no guide); kept by annotation.guide.publish_guide."),
+        ),
+        migrations.AddField(
+            model_name='study',
             name='practice_items_required',
             field=models.PositiveSmallIntegerField(default=0, help_text='Practice items per task a reader rates (with feedback) before their first real item of that task.'),
         ),
@@ -61,7 +66,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='auditevent',
             name='action',
-            field=models.CharField(choices=[('assigned', 'Assigned'), ('withdrawn', 'Assignment withdrawn'), ('submitted', 'Rating submitted'), ('voided', 'Rating voided'), ('third_read_routed', 'Third read assigned'), ('adjudication_routed', 'Adjudication assigned'), ('unrouted', 'Waiting for an eligible person'), ('consensus', 'Consensus reached'), ('consensus_withdrawn', 'Consensus withdrawn'), ('adjudicated', 'Adjudicated'), ('member_added', 'Member added'), ('member_changed', 'Member changed'), ('guide_published', 'Guide version published'), ('guide_confirmed', 'Guide version confirmed'), ('practice_imported', 'Practice items imported')], max_length=32),
+            field=models.CharField(choices=[('assigned', 'Assigned'), ('withdrawn', 'Assignment withdrawn'), ('submitted', 'Rating submitted'), ('voided', 'Rating voided'), ('third_read_routed', 'Third read assigned'), ('adjudication_routed', 'Adjudication assigned'), ('unrouted', 'Waiting for an eligible person'), ('consensus', 'Consensus reached'), ('consensus_withdrawn', 'Consensus withdrawn'), ('adjudicated', 'Adjudicated'), ('member_added', 'Member added'), ('member_changed', 'Member changed'), ('guide_published', 'Guide version published'), ('guide_confirmed', 'Guide version confirmed'), ('practice_imported', 'Practice items imported'), ('practice_settings', 'Practice requirement changed')], max_length=32),
         ),
         migrations.CreateModel(
             name='GuideVersion',
