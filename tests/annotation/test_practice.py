@@ -288,3 +288,40 @@ def test_the_coordinator_api_imports_practice_and_lets_a_judge_skip_it(practisin
     assert unknown.status_code == 400 and "nobody" in unknown.json()["detail"]
     study.refresh_from_db()
     assert study.practice_items_required == 1
+
+
+# --- Blinding -----------------------------------------------------------------------------------------
+
+
+def _masked_practice_page(client, attempt, texts) -> str:
+    import re
+
+    page = client.get(reverse("practice_page", args=[attempt.public_id])).content.decode()
+    page = page.replace(str(attempt.public_id), "[item]")
+    page = re.sub(r'(name="csrfmiddlewaretoken" value=")[^"]*(")', r"\1[csrf]\2", page)
+    page = re.sub(r'("X-CSRFToken": ")[^"]*(")', r"\1[csrf]\2", page)
+    page = re.sub(r'(name="form_token" value=")[^"]*(")', r"\1[token]\2", page)
+    for text in texts:
+        page = page.replace(text, "[text]")
+    return page
+
+
+def test_the_original_and_alternative_practice_pages_differ_only_in_the_text(client, reading):
+    study, reader = reading
+    import_practice_items(study, practice_file(practice_row(1)), filename="p.csv")
+    study.practice_items_required = 2
+    study.save(update_fields=["practice_items_required"])
+    client.force_login(reader)
+    original = next_practice(reader, study, Task.REALISM)
+    row = practice_row(1)
+    texts = [row["original_findings"], row["alternative_findings"]]
+    first = _masked_practice_page(client, original, texts)
+    show_practice(original)
+    submit_practice(reader=reader, attempt_id=original.public_id, rating=Rating.REALISTIC, rationale="",
+                    form_token=uuid.uuid4())  # fmt: skip
+    alternative = next_practice(reader, study, Task.REALISM)
+    assert alternative.item.report_type == "alternative"
+    second = _masked_practice_page(client, alternative, texts)
+
+    # Only the count of practice items still to go differs (2, then 1).
+    assert first.replace("2 to go", "[n] to go") == second.replace("1 to go", "[n] to go")
