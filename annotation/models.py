@@ -850,6 +850,19 @@ class PracticeItem(models.Model):
         suffix = f":{self.report_type}" if self.report_type else ""
         return f"practice {self.task}{suffix} #{self.position}"
 
+    def save(self, *args, **kwargs) -> None:
+        self.content_key = self.shown_text_key()
+        super().save(*args, **kwargs)
+
+    def shown_text_key(self) -> str:
+        """SHA-256 of the texts this item shows: an item is imported once per study, task and side."""
+        shown = [self.indication, self.comparison, self.technique]
+        if self.task == Task.REALISM:
+            shown += list(self.report(self.report_type))
+        else:
+            shown += [*self.report(ReportType.ORIGINAL), *self.report(ReportType.ALTERNATIVE)]
+        return hashlib.sha256("\x1f".join(shown).encode()).hexdigest()
+
     def report(self, report_type: str) -> tuple[str, str]:
         """(findings, impression) of one side of the pair."""
         if report_type == ReportType.ORIGINAL:

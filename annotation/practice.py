@@ -8,7 +8,6 @@ Before a reader's first real item of a study and task, `pending_step` says what 
 confirming the study's guide, then the practice items the study requires for that task.
 """
 
-import hashlib
 import uuid
 from dataclasses import dataclass, field
 
@@ -96,15 +95,6 @@ def _parse_rating(value: str, task: str) -> str | None:
     return None
 
 
-def _content_key(item: PracticeItem) -> str:
-    shown = [item.indication, item.comparison, item.technique]
-    if item.task == Task.REALISM:
-        shown += list(item.report(item.report_type))
-    else:
-        shown += [*item.report(ReportType.ORIGINAL), *item.report(ReportType.ALTERNATIVE)]
-    return hashlib.sha256("\x1f".join(shown).encode()).hexdigest()
-
-
 def _items_from_row(study: Study, row: importing.ParsedRow, problems: list[ImportProblem]) -> list[PracticeItem]:
     values = row.values
     texts = {name: values.get(name, "") for name in TEXT_COLUMNS}
@@ -157,7 +147,7 @@ def _items_from_row(study: Study, row: importing.ParsedRow, problems: list[Impor
             study=study, task=task, report_type=report_type, source=source[:300], reference_rating=rating,
             explanation=explanation, **texts,
         )  # fmt: skip
-        item.content_key = _content_key(item)
+        item.content_key = item.shown_text_key()
         items.append(item)
     if not items and not any(p.line == row.line for p in problems):
         problems.append(
