@@ -14,7 +14,7 @@ from rest_framework.settings import api_settings
 from rest_framework.test import APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
-from annotation.models import CandidatePair, Role, Study
+from annotation.models import CandidatePair, GuideAcknowledgement, GuideVersion, PracticeItem, Role, Study
 from annotation.permissions import DenyAll
 from config.urls import router
 from tests.factories import csv_bytes, csv_row, make_pair, make_study, make_user
@@ -49,6 +49,13 @@ class Endpoint:
 
 def _import_file() -> dict:
     return {"file": SimpleUploadedFile("pairs.csv", csv_bytes([csv_row()]), content_type="text/csv")}
+
+
+def _practice_file() -> dict:
+    data = b"original_findings,original_impression,alternative_findings,alternative_impression,"
+    data += b"task2_rating,task2_explanation\r\n"
+    data += b"Clear.,Normal.,Lungs clear.,No acute process.,equivalent,Same content.\r\n"
+    return {"file": SimpleUploadedFile("practice.csv", data, content_type="text/csv")}
 
 
 SOME_ID = "6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b"
@@ -122,6 +129,23 @@ ENDPOINTS = [
     Endpoint("reading-progress", "get", "/api/reading/progress/", READERS),
     Endpoint("reading-detail", "get", f"/api/reading/{SOME_ID}/", READERS, 404),
     Endpoint("reading-rating", "post", f"/api/reading/{SOME_ID}/rating/", READERS, 404, _rating),
+    # The reader guide and the practice round (a study these readers have no part in: 404).
+    Endpoint("reading-guide", "get", "/api/reading/guide/?study=s1", READERS, 404),
+    Endpoint("reading-guide", "post", "/api/reading/guide/", READERS, 404, lambda: {"study": "s1", "version": 1}),
+    Endpoint("reading-practice", "get", "/api/reading/practice/?study=s1&task=realism", READERS, 404),
+    Endpoint("reading-practice-rating", "post", f"/api/reading/practice/{SOME_ID}/rating/", READERS, 404, _rating),
+    Endpoint("study-guide", "get", "/api/studies/s1/guide/", COORDINATORS),
+    Endpoint("study-guide", "post", "/api/studies/s1/guide/", COORDINATORS, 201, lambda: {"text": "# Guide"}),
+    Endpoint("study-practice", "get", "/api/studies/s1/practice/", COORDINATORS),
+    Endpoint("study-practice", "post", "/api/studies/s1/practice/", COORDINATORS, 201, _practice_file, None),
+    Endpoint(
+        "study-practice-settings",
+        "post",
+        "/api/studies/s1/practice-settings/",
+        COORDINATORS,
+        200,
+        lambda: {"practice_items_required": 1},
+    ),
     Endpoint("schema", "get", "/api/schema/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/?script=", LOGGED_IN),
@@ -138,7 +162,15 @@ def _call(client: Client, endpoint: Endpoint):
 
 
 def _state() -> tuple:
-    return (Study.objects.count(), CandidatePair.objects.count(), CandidatePair.objects.filter(sampled=True).count())
+    return (
+        Study.objects.count(),
+        CandidatePair.objects.count(),
+        CandidatePair.objects.filter(sampled=True).count(),
+        GuideVersion.objects.count(),
+        GuideAcknowledgement.objects.count(),
+        PracticeItem.objects.count(),
+        list(Study.objects.values_list("practice_items_required", flat=True)),
+    )
 
 
 @pytest.fixture
