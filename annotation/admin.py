@@ -8,7 +8,11 @@ from annotation.models import (
     CandidatePair,
     Dataset,
     Example,
+    GuideAcknowledgement,
+    GuideVersion,
     OriginalReport,
+    PracticeAttempt,
+    PracticeItem,
     ReaderProfile,
     ReaderQueue,
     Study,
@@ -127,3 +131,33 @@ class ReaderProfileAdmin(admin.ModelAdmin):
     list_display = ["user", "subspecialty"]
     list_filter = ["subspecialty"]
     list_select_related = ["user"]
+
+
+@admin.register(GuideVersion)
+class GuideVersionAdmin(ReadOnlyAdmin):
+    """Versions are written from the study's Guide and practice page (or its API); never changed."""
+
+    list_display = ["study", "number", "author", "created_at"]
+    list_filter = ["study"]
+    list_select_related = ["study", "author"]
+
+
+@admin.register(GuideAcknowledgement)
+class GuideAcknowledgementAdmin(ReadOnlyAdmin):
+    list_display = ["reader", "version", "created_at"]
+    list_filter = ["study"]
+    list_select_related = ["reader", "version__study"]
+
+
+@admin.register(PracticeItem)
+class PracticeItemAdmin(admin.ModelAdmin):
+    list_display = ["study", "task", "report_type", "position", "reference_rating", "source"]
+    list_filter = ["study", "task"]
+    readonly_fields = ["public_id", "content_key", "created_at"]
+
+
+@admin.register(PracticeAttempt)
+class PracticeAttemptAdmin(ReadOnlyAdmin):
+    list_display = ["reader", "item", "rating", "rated_at"]
+    list_filter = ["study", "task"]
+    list_select_related = ["reader", "item"]

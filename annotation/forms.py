@@ -1,6 +1,6 @@
 from django import forms
 
-from annotation.models import RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Rating, Study
+from annotation.models import GUIDE_MAX_LENGTH, RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Rating, Study
 
 
 class StudyForm(forms.ModelForm):
@@ -70,3 +70,47 @@ class RatingForm(forms.Form):
     def __init__(self, *args, task: str, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["rating"].choices = [(r, Rating(r).label) for r in TASK_RATINGS[task]]
+
+
+class GuideForm(forms.Form):
+    text = forms.CharField(
+        label="Guide (Markdown)",
+        max_length=GUIDE_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 18}),
+        help_text="Headings (#), lists (-), **bold**, *italic*, links and tables. Saving makes a new version; "
+        "readers see what changed and confirm it before their next item.",
+        strip=False,
+    )
+
+
+class ConfirmGuideForm(forms.Form):
+    version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+
+
+class PracticeImportForm(forms.Form):
+    file = forms.FileField(
+        label="Practice items file",
+        help_text="CSV or JSON Lines, UTF-8: the pair columns plus a reference rating and explanation per item. "
+        "See the README.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".csv,.jsonl,.ndjson,text/csv,application/x-ndjson"}),
+    )
+    dry_run = forms.BooleanField(required=False, label="Dry run (check the file, import nothing)")
+
+
+class PracticeSettingsForm(forms.ModelForm):
+    class Meta:
+        model = Study
+        fields = ["practice_items_required"]
+        labels = {"practice_items_required": "Practice items per task before a reader's first real item"}
+        widgets = {"practice_items_required": forms.NumberInput(attrs={"min": 0, "max": 100})}
+
+    def clean_practice_items_required(self) -> int:
+        value = self.cleaned_data["practice_items_required"]
+        if value > 100:
+            raise forms.ValidationError("At most 100 practice items per task.")
+        return value
+
+
+class SkipPracticeForm(forms.Form):
+    username = forms.CharField(max_length=150, widget=forms.HiddenInput)
+    skip = forms.BooleanField(required=False, widget=forms.HiddenInput)

@@ -66,14 +66,18 @@ class ReadingItem:
 
 def reading_item(example: Example, *, report_a_type: str = "") -> ReadingItem:
     """The blinded presentation of an example. Task 2 needs the drawn A/B order."""
-    pair = example.pair
-    if example.task == Task.REALISM:
-        findings, impression = pair.report(example.report_type)
+    return present(example.task, example.pair, report_type=example.report_type, report_a_type=report_a_type)
+
+
+def present(task: str, source, *, report_type: str = "", report_a_type: str = "") -> ReadingItem:
+    """What a reader is shown of a pair's text (a CandidatePair, or a PracticeItem shown the same way)."""
+    if task == Task.REALISM:
+        findings, impression = source.report(report_type)
         reports: tuple[ShownReport, ...] = (ShownReport("Report", findings, impression),)
     else:
         first = report_a_type or ReportType.ORIGINAL
         second = ReportType.ALTERNATIVE if first == ReportType.ORIGINAL else ReportType.ORIGINAL
-        reports = (ShownReport("Report A", *pair.report(first)), ShownReport("Report B", *pair.report(second)))
+        reports = (ShownReport("Report A", *source.report(first)), ShownReport("Report B", *source.report(second)))
     labels = tuple(
         ShownLabel(
             value=rating,
@@ -82,13 +86,17 @@ def reading_item(example: Example, *, report_a_type: str = "") -> ReadingItem:
             key=position,
             needs_rationale=rating not in RATINGS_WITHOUT_RATIONALE,
         )
-        for position, rating in enumerate(TASK_RATINGS[example.task], start=1)
+        for position, rating in enumerate(TASK_RATINGS[task], start=1)
     )
     return ReadingItem(
-        task=example.task,
-        task_label=Task(example.task).label,
-        question=TASK_QUESTIONS[example.task],
-        context=(("Indication", pair.indication), ("Comparison", pair.comparison), ("Technique", pair.technique)),
+        task=task,
+        task_label=Task(task).label,
+        question=TASK_QUESTIONS[task],
+        context=(
+            ("Indication", source.indication),
+            ("Comparison", source.comparison),
+            ("Technique", source.technique),
+        ),
         reports=reports,
         labels=labels,
     )

@@ -1,4 +1,5 @@
 import uuid
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -6,13 +7,49 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
-from django_htmx.http import push_url
+from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from annotation.decorators import role_required
-from annotation.forms import ImportForm, RatingForm, RewriteImportForm, SampleForm, StudyForm
+from annotation.forms import (
+    ConfirmGuideForm,
+    GuideForm,
+    ImportForm,
+    PracticeImportForm,
+    PracticeSettingsForm,
+    RatingForm,
+    RewriteImportForm,
+    SampleForm,
+    SkipPracticeForm,
+    StudyForm,
+)
+from annotation.guide import (
+    GuideRefused,
+    confirm_guide,
+    confirmations,
+    guide_changes,
+    guide_status,
+    needs_confirmation,
+    publish_guide,
+    render_guide,
+)
 from annotation.importing import ImportRejected
-from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
+from annotation.models import Assignment, AssignmentStatus, GuideVersion, PracticeAttempt, Rating, Role, Study, Task
+from annotation.practice import (
+    PendingStep,
+    PracticeRefused,
+    agreement_by_reader,
+    import_practice_items,
+    next_practice,
+    pending_step,
+    practice_reading_item,
+    practice_required,
+    set_practice_requirement,
+    set_skip_practice,
+    show_practice,
+    submit_practice,
+)
 from annotation.reading import (
     next_assignment,
     queue_position,
@@ -200,6 +237,10 @@ def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
     study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
     if task not in Task.values:
         raise Http404
+    step = pending_step(request.user, study, task)
+    if step is not None:
+        messages.info(request, step.detail)
+        return redirect(_step_url(step, study, task))
     assignment = next_assignment(request.user, task=task, study_id=study.pk)
     if assignment is None:
         messages.success(
@@ -217,11 +258,16 @@ def reading_page(request: HttpRequest, assignment_id: uuid.UUID) -> HttpResponse
     if request.method == "POST":
         return _submit_rating(request, assignment)
     if assignment.status == AssignmentStatus.OPEN:
+        step = pending_step(request.user, assignment.example.study, assignment.task)
+        if step is not None:
+            messages.info(request, step.detail)
+            return redirect(_step_url(step, assignment.example.study, assignment.task))
         show_assignment(assignment)
     template = "annotation/reading.html"
     if request.htmx and not request.htmx.history_restore_request:
-        template += "#reading-panel"
-    return render(request, template, _reading_context(request, assignment))
+        return render(request, template + "#reading-panel", _reading_context(request, assignment))
+    context = _reading_context(request, assignment, guide_html=_guide_html(assignment.example.study))
+    return render(request, template, context)
 
 
 def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse:
@@ -255,6 +301,12 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
         raise Http404 from None
 
     example = assignment.example
+    step = pending_step(request.user, example.study, example.task)
+    if step is not None:
+        # The guide changed meanwhile: the reader sees what changed and confirms it before the next item.
+        messages.info(request, step.detail)
+        url = _step_url(step, example.study, example.task)
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     following = next_assignment(request.user, task=example.task, study_id=example.study_id)
     if not request.htmx:
         return redirect("reading_page", following.public_id) if following else redirect("reader_home")
@@ -330,7 +382,253 @@ def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpR
         response = render(request, panel, _adjudication_context(following))
         return push_url(response, reverse("adjudication_page", args=[following.public_id]))
     if adjudication.status == AdjudicationStatus.OPEN:
+        study = adjudication.example.study
+        if needs_confirmation(request.user, study):
+            messages.info(request, "Read the study's guide and confirm it before adjudicating.")
+            return redirect(
+                reverse("reader_guide", args=[study.slug]) + "?" + urlencode({"next": request.get_full_path()})
+            )
         show_adjudication(adjudication)
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, panel, _adjudication_context(adjudication))
-    return render(request, "annotation/adjudication.html", _adjudication_context(adjudication))
+    context = _adjudication_context(adjudication, guide_html=_guide_html(adjudication.example.study))
+    return render(request, "annotation/adjudication.html", context)
+
+
+# --- The reader guide and the practice round -----------------------------------------------------
+
+
+def _guide_html(study: Study) -> str | None:
+    """The study's current guide, rendered, for the panel of reading pages (no query without a guide)."""
+    if not study.guide_number:
+        return None
+    current = GuideVersion.objects.current(study)
+    return render_guide(current.text) if current else None
+
+
+def _step_url(step: PendingStep, study: Study, task: str, *, then: str = "") -> str:
+    """Where a reader goes for a pending step (the guide, or the practice round of a task)."""
+    if step.kind == "guide":
+        return reverse("reader_guide", args=[study.slug]) + "?" + urlencode({"next": then or task})
+    return reverse("practice_next", args=[study.slug, task])
+
+
+def _after_guide_url(request: HttpRequest, study: Study) -> str:
+    then = request.POST.get("next") or request.GET.get("next") or ""
+    if then in Task.values:
+        return reverse("reading_next", args=[study.slug, then])
+    if then.startswith("/") and url_has_allowed_host_and_scheme(then, allowed_hosts={request.get_host()}):
+        return then
+    return reverse("reader_home")
+
+
+@role_required(Role.READER, Role.ADJUDICATOR)
+def reader_guide(request: HttpRequest, slug: str) -> HttpResponse:
+    """The study's guide for a reader: read it (with what changed since the version they
+    confirmed) and confirm it."""
+    study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
+    status = guide_status(request.user, study)
+    if status.current is None:
+        raise Http404
+    form = ConfirmGuideForm(request.POST or None, initial={"version": status.current.number})
+    problem = ""
+    if request.method == "POST" and form.is_valid():
+        try:
+            confirm_guide(request.user, study, form.cleaned_data["version"])
+        except GuideRefused as refused:
+            problem = str(refused)
+            form = ConfirmGuideForm(initial={"version": status.current.number})
+        else:
+            messages.success(request, f"You confirmed version {status.current.number} of the guide.")
+            return redirect(_after_guide_url(request, study))
+    changes = None
+    if status.needs_confirmation and status.confirmed is not None:
+        changes = guide_changes(status.confirmed.text, status.current.text)
+    context = {
+        "study": study,
+        "guide": status.current,
+        "guide_html": render_guide(status.current.text),
+        "confirmed": status.confirmed,
+        "needs_confirmation": status.needs_confirmation,
+        "changes": changes,
+        "form": form,
+        "problem": problem,
+        "next": request.POST.get("next") or request.GET.get("next") or "",
+        "back_url": _after_guide_url(request, study),
+    }
+    return render(request, "annotation/reader_guide.html", context, status=409 if problem else 200)
+
+
+def _own_practice(request: HttpRequest, attempt_id: uuid.UUID) -> PracticeAttempt:
+    return get_object_or_404(
+        PracticeAttempt.objects.select_related("item", "study"), public_id=attempt_id, reader=request.user
+    )
+
+
+@role_required(Role.READER)
+def practice_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
+    study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
+    if task not in Task.values:
+        raise Http404
+    step = pending_step(request.user, study, task)
+    if step is not None and step.kind == "guide":
+        return redirect(_step_url(step, study, task))
+    attempt = next_practice(request.user, study, task)
+    if attempt is None:
+        return redirect("reading_next", study.slug, task)
+    return redirect("practice_page", attempt.public_id)
+
+
+def _practice_context(attempt: PracticeAttempt, form: RatingForm | None = None, **extra) -> dict:
+    if form is None and not attempt.is_rated:
+        form = RatingForm(task=attempt.task, initial={"form_token": uuid.uuid4()})
+    remaining = practice_required(attempt.reader, attempt.study, attempt.task)
+    return {
+        "attempt": attempt,
+        "study": attempt.study,
+        "item": practice_reading_item(attempt),
+        "form": None if attempt.is_rated else form,
+        "remaining": remaining,
+        "reference_label": Rating(attempt.item.reference_rating).label,
+        "next_url": reverse("practice_next", args=[attempt.study.slug, attempt.task]),
+        **extra,
+    }
+
+
+@role_required(Role.READER)
+def practice_page(request: HttpRequest, attempt_id: uuid.UUID) -> HttpResponse:
+    """A practice item, on the same page as real items; after the rating, the reference and why."""
+    attempt = _own_practice(request, attempt_id)
+    panel = "annotation/practice.html#reading-panel" if request.htmx else "annotation/practice.html"
+    if request.method == "POST":
+        form = RatingForm(request.POST, task=attempt.task)
+        if not form.is_valid():
+            return render(request, panel, _practice_context(attempt, form), status=UNPROCESSABLE)
+        try:
+            attempt, _ = submit_practice(
+                reader=request.user,
+                attempt_id=attempt.public_id,
+                rating=form.cleaned_data["rating"],
+                rationale=form.cleaned_data["rationale"],
+                form_token=form.cleaned_data["form_token"],
+            )
+        except PracticeRefused as refused:
+            attempt = _own_practice(request, attempt_id)
+            if attempt.is_rated:
+                return render(request, panel, _practice_context(attempt, notice=str(refused)), status=409)
+            form.add_error(refused.field, str(refused))
+            show_practice(attempt)
+            return render(request, panel, _practice_context(attempt, form), status=UNPROCESSABLE)
+        return render(request, panel, _practice_context(attempt))
+    if not attempt.is_rated:
+        if needs_confirmation(request.user, attempt.study):
+            step = PendingStep("guide", "Read the study's guide and confirm it before practising.")
+            return redirect(_step_url(step, attempt.study, attempt.task))
+        show_practice(attempt)
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "annotation/practice.html#reading-panel", _practice_context(attempt))
+    context = _practice_context(attempt, guide_html=_guide_html(attempt.study))
+    return render(request, "annotation/practice.html", context)
+
+
+# --- The coordinator's guide and practice page ----------------------------------------------------
+
+
+def _guide_page_context(study: Study, **extra) -> dict:
+    versions = list(study.guide_versions.select_related("author").order_by("-number"))
+    current = versions[0] if versions else None
+    return {
+        "study": study,
+        "versions": versions,
+        "current": current,
+        "guide_html": render_guide(current.text) if current else None,
+        "guide_form": GuideForm(initial={"text": current.text if current else ""}),
+        "confirmations": confirmations(study),
+        "practice_form": PracticeSettingsForm(instance=study),
+        "practice_import_form": PracticeImportForm(),
+        "practice_items": list(study.practice_items.order_by("task", "position", "pk")),
+        "agreement": agreement_by_reader(study),
+        "members": list(study.members.select_related("user").order_by("user__username", "role")),
+        **extra,
+    }
+
+
+@role_required(Role.COORDINATOR)
+def study_guide(request: HttpRequest, slug: str) -> HttpResponse:
+    """The coordinator's page for the reader guide (write, versions, who confirmed) and the practice round."""
+    study = get_object_or_404(Study, slug=slug)
+    shown = request.GET.get("version")
+    if request.method == "POST":
+        form = GuideForm(request.POST)
+        if form.is_valid():
+            try:
+                version, created = publish_guide(study, form.cleaned_data["text"], author=request.user)
+            except GuideRefused as refused:
+                form.add_error("text", str(refused))
+            else:
+                if created:
+                    messages.success(
+                        request, f"Saved as version {version.number}. Readers confirm it before their next item."
+                    )
+                else:
+                    messages.info(request, f"No change: version {version.number} already has this text.")
+                return redirect("study_guide", study.slug)
+        return render(
+            request, "annotation/study_guide.html", _guide_page_context(study, guide_form=form), status=UNPROCESSABLE
+        )
+    extra = {}
+    if shown and shown.isdigit():
+        old = get_object_or_404(GuideVersion, study=study, number=int(shown))
+        extra = {"old_version": old, "old_html": render_guide(old.text)}
+    return render(request, "annotation/study_guide.html", _guide_page_context(study, **extra))
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_practice_import(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    form = PracticeImportForm(request.POST, request.FILES)
+    extra: dict = {"practice_import_form": form}
+    if form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            report = import_practice_items(
+                study, upload.read(), filename=upload.name, dry_run=form.cleaned_data["dry_run"], actor=request.user
+            )
+        except ImportRejected as rejected:
+            extra["practice_problems"] = rejected.problems
+        else:
+            extra["practice_report"] = report
+            extra["practice_import_form"] = PracticeImportForm()
+    status = 200 if "practice_report" in extra else UNPROCESSABLE
+    return render(request, "annotation/study_guide.html", _guide_page_context(study, **extra), status=status)
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_practice_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    form = PracticeSettingsForm(request.POST, instance=Study.objects.get(pk=study.pk))
+    if form.is_valid():
+        set_practice_requirement(study, form.cleaned_data["practice_items_required"], actor=request.user)
+        messages.success(request, "Practice requirement saved.")
+        return redirect("study_guide", study.slug)
+    return render(
+        request, "annotation/study_guide.html", _guide_page_context(study, practice_form=form), status=UNPROCESSABLE
+    )
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_practice_skip(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    form = SkipPracticeForm(request.POST)
+    if not form.is_valid():
+        return render(request, "annotation/study_guide.html", _guide_page_context(study), status=UNPROCESSABLE)
+    try:
+        set_skip_practice(study, form.cleaned_data["username"], form.cleaned_data["skip"], actor=request.user)
+    except PracticeRefused as refused:
+        return render(
+            request, "annotation/study_guide.html", _guide_page_context(study, skip_problem=str(refused)), status=409
+        )
+    return redirect("study_guide", study.slug)

@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation import queues
+from annotation.guide import confirmed_version_id
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
     RATIONALE_MAX_LENGTH,
@@ -181,6 +182,7 @@ def _store_annotation(
         form_token=form_token,
         report_a_type=assignment.report_a_type,
         duration_ms=duration,
+        guide_version_id=confirmed_version_id(reader, example.study),
     )
     Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.DONE)
     queues.count(reader.pk, example.study_id, example.task, opened=-1, rated=1)

@@ -28,7 +28,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from annotation.models import Annotation, Dataset, Example, Rating, Study, Task
+from annotation.models import Annotation, Dataset, Example, GuideVersion, Rating, Study, Task
 from consensus.models import LabelSource
 from exports import rows
 from exports.models import HEARTBEAT_TIMEOUT, Release, ReleaseAction, ReleaseEvent, ReleaseStatus
@@ -114,6 +114,7 @@ class ReleaseSummary:
     include_unfinished: bool
     counts: dict[str, TaskCounts]
     row_counts: dict[str, int]
+    guide_version: int | None = None
 
 
 class _CsvFile:
@@ -150,6 +151,12 @@ def check_release_options(*, version: str, license_text: str, datasets: list[str
     return datasets
 
 
+def check_guide_option(study: Study) -> None:
+    """ReleaseRefused unless the study has a reader guide to add as guide.md."""
+    if not GuideVersion.objects.filter(study=study).exists():
+        raise ReleaseRefused("This study has no reader guide to include. Write one, or build without it.")
+
+
 def build_release(
     study: Study,
     out_dir: Path,
@@ -158,24 +165,35 @@ def build_release(
     version: str = "1.0.0",
     datasets: list[str] | None = None,
     include_unfinished: bool = False,
+    include_guide: bool = False,
     progress: Progress | None = None,
 ) -> ReleaseSummary:
     """Write the release folder of a study into out_dir (which must not exist yet).
 
     Only examples with a consensus are released, unless include_unfinished, which adds the
     others with an empty consensus rating. datasets restricts the release to some datasets.
+    include_guide adds guide.md: the study's reader guide (its newest version, as stored).
     Every query of the build reads one snapshot of the database (rows.snapshot()), so ratings
     submitted meanwhile cannot make the files disagree; progress is called inside it and must
     write through another connection (the worker's BuildMonitor does).
     """
     datasets = check_release_options(version=version, license_text=license_text, datasets=datasets)
+    if include_guide:
+        check_guide_option(study)
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ReleaseRefused(f"{out_dir} is not empty. Give a new folder for the release.")
 
     with rows.snapshot():
         return _build_in_snapshot(
-            study, out_dir, license_text, version, datasets, include_unfinished=include_unfinished, progress=progress
+            study,
+            out_dir,
+            license_text,
+            version,
+            datasets,
+            include_unfinished=include_unfinished,
+            include_guide=include_guide,
+            progress=progress,
         )
 
 
@@ -187,6 +205,7 @@ def _build_in_snapshot(
     datasets: list[str],
     *,
     include_unfinished: bool,
+    include_guide: bool = False,
     progress: Progress | None,
 ) -> ReleaseSummary:
     in_study = Example.objects.filter(study=study)
@@ -223,6 +242,13 @@ def _build_in_snapshot(
             counts=counts,
             row_counts=row_counts,
         )
+        if include_guide:
+            # Read in the build's snapshot, like every file of it.
+            guide = GuideVersion.objects.current(study)
+            if guide is None:
+                raise ReleaseRefused("This study has no reader guide to include. Write one, or build without it.")
+            (work / "guide.md").write_text(guide.text, encoding="utf-8", newline="")
+            summary.guide_version = guide.number
         (work / "LICENSE.txt").write_text(license_text, encoding="utf-8", newline="")
         readme = render_to_string("exports/release_readme.md", _readme_context(study, summary))
         (work / "README.md").write_text(readme, encoding="utf-8", newline="")
@@ -372,6 +398,7 @@ def request_release(
     datasets: list[str] | None,
     include_unfinished: bool,
     license_text: str,
+    include_guide: bool = False,
     enqueue: bool = True,
 ) -> Release:
     """Queue a release build of a study; the worker (manage.py db_worker) builds it, never a request.
@@ -384,6 +411,8 @@ def request_release(
     yet. enqueue=False reserves the version for a build run in this process (export_release).
     """
     datasets = check_release_options(version=version, license_text=license_text, datasets=datasets)
+    if include_guide:
+        check_guide_option(study)
     limit = Release._meta.get_field("version").max_length
     if len(version) > limit:
         raise ReleaseRefused(f"Version '{version}' is longer than {limit} characters.")
@@ -397,6 +426,7 @@ def request_release(
                 version=version,
                 datasets=datasets,
                 include_unfinished=include_unfinished,
+                include_guide=include_guide,
                 license_text=license_text,
             )
             _record(release, ReleaseAction.REQUESTED, user)

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.db.models import Count, Q
 
+from annotation.guide import publish_guide
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
     TASK_RATINGS,
@@ -34,6 +35,7 @@ from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, L
 from consensus.services import NotFound, show_adjudication, show_assignment, submit_adjudication, submit_annotation
 
 DEMO_PAIRS = Path(__file__).resolve().parents[2] / "demo" / "pairs.jsonl"
+DEMO_GUIDE = Path(__file__).resolve().parents[2] / "demo" / "guide.md"
 DEMO_SLUG = "demo"
 DEMO_SEED = 20260
 DEMO_PASSWORD = "readingroom-demo"  # noqa: S105 - published on purpose, refused outside DEBUG
@@ -107,6 +109,7 @@ class Command(BaseCommand):
                 admin.save()
 
         self.stdout.write(report.summary)
+        self.stdout.write(load_demo_guide(study))
         if options["with_ratings"]:
             self._simulate_reading(study)
         self.stdout.write(self.style.SUCCESS(f"Demo study '{study.slug}' is ready."))
@@ -295,3 +298,12 @@ def reading_summary(study: Study, *, simulated: dict[str, int]) -> str:
         f"{head}\nDemo study ratings: {totals['all']} annotations ({totals['third']} third reads), "
         f"{adjudicated} adjudications; {consensus} of {examples} examples have a consensus ({by_source})."
     )
+
+
+def load_demo_guide(study: Study) -> str:
+    """Give the demo study its reader guide (annotation/demo/guide.md), unless it has a guide already
+    (a coordinator's later version is kept). Readers confirm it before their first item."""
+    if study.guide_number:
+        return f"The demo study's guide is at version {study.guide_number}; left as it is."
+    version, _ = publish_guide(study, DEMO_GUIDE.read_text(encoding="utf-8"), author=None)
+    return f"Reader guide: version {version.number} published."
