@@ -8,6 +8,7 @@ from annotation.models import (
     CandidatePair,
     Dataset,
     Example,
+    Preferences,
     ReaderProfile,
     ReaderQueue,
     Study,
@@ -114,4 +115,11 @@ class ReaderQueueAdmin(ReadOnlyAdmin):
 class ReaderProfileAdmin(admin.ModelAdmin):
     list_display = ["user", "subspecialty"]
     list_filter = ["subspecialty"]
+    list_select_related = ["user"]
+
+
+@admin.register(Preferences)
+class PreferencesAdmin(admin.ModelAdmin):
+    list_display = ["user", "theme", "single_key_shortcuts"]
+    list_filter = ["theme", "single_key_shortcuts"]
     list_select_related = ["user"]

@@ -1,6 +1,6 @@
 from django import forms
 
-from annotation.models import RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Rating, Study
+from annotation.models import RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Preferences, Rating, Study
 
 
 class StudyForm(forms.ModelForm):
@@ -55,3 +55,11 @@ class RatingForm(forms.Form):
     def __init__(self, *args, task: str, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["rating"].choices = [(r, Rating(r).label) for r in TASK_RATINGS[task]]
+
+
+class PreferencesForm(forms.ModelForm):
+    class Meta:
+        model = Preferences
+        fields = ["theme", "single_key_shortcuts"]
+        labels = {"theme": "Colours", "single_key_shortcuts": "Single-key shortcuts (1, 2, 3) on the rating form"}
+        widgets = {"theme": forms.RadioSelect}

@@ -10,9 +10,10 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
 
 from annotation.decorators import role_required
-from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
+from annotation.forms import ImportForm, PreferencesForm, RatingForm, SampleForm, StudyForm
 from annotation.importing import ImportRejected
 from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
+from annotation.preferences import current_preferences, remember_preferences
 from annotation.reading import (
     next_assignment,
     queue_position,
@@ -20,7 +21,7 @@ from annotation.reading import (
     reading_item,
 )
 from annotation.roles import has_role
-from annotation.services import SamplingRefused, import_pairs, sample_pairs
+from annotation.services import SamplingRefused, import_pairs, sample_pairs, save_preferences
 from consensus.adjudication import adjudication_queue, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
@@ -45,6 +46,19 @@ def home(request: HttpRequest) -> HttpResponse:
     if has_role(request.user, Role.READER) or has_role(request.user, Role.ADJUDICATOR):
         return redirect("reader_home")
     return render(request, "annotation/home.html")
+
+
+@login_required
+def preferences(request: HttpRequest) -> HttpResponse:
+    """Everyone's own settings: the colour theme and the single-key shortcuts."""
+    form = PreferencesForm(request.POST or None, initial=current_preferences(request))
+    if request.method == "POST" and form.is_valid():
+        saved = save_preferences(request.user, **form.cleaned_data)
+        remember_preferences(request.session, {field: getattr(saved, field) for field in form.cleaned_data})
+        messages.success(request, "Your settings are saved.")
+        return redirect("preferences")
+    status = UNPROCESSABLE if form.errors else 200
+    return render(request, "annotation/preferences.html", {"form": form}, status=status)
 
 
 @role_required(Role.COORDINATOR)
