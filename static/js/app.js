@@ -59,9 +59,10 @@ function swappedElement(detail) {
   return target && target.id ? document.getElementById(target.id) : null;
 }
 
+// After a form's answer is swapped in (forms post; panels refresh and filter with GET).
 document.addEventListener("htmx:afterSettle", function (event) {
-  const requester = event.detail.elt;
-  if (!requester || !(requester.tagName === "FORM" || requester.form)) {
+  const config = event.detail.requestConfig;
+  if (!config || config.verb !== "post") {
     return;
   }
   const swapped = swappedElement(event.detail);

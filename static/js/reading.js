@@ -82,15 +82,16 @@
   }
 
   // Keys act on the item only where the reader is reading it: focus inside the reading panel (its
-  // heading, report or rating form) or nowhere in particular (after a click on the report text).
+  // heading, report or rating form) or on what holds it (the page after a click on the report
+  // text, the main region after the skip link).
   // Never on the menu, a link, or a text field outside the form (WCAG 2.1.4).
   function keysApply(target) {
     const panel = document.getElementById("reading");
     if (!panel) {
       return false;
     }
-    if (target === document.body || target === document.documentElement) {
-      return true;
+    if (target.contains(panel)) {
+      return true; // the page or its main region, as after the skip link
     }
     return panel.contains(target) && !target.closest("a[href]");
   }
