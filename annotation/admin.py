@@ -13,6 +13,7 @@ from annotation.models import (
     OriginalReport,
     PracticeAttempt,
     PracticeItem,
+    Preferences,
     ReaderProfile,
     ReaderQueue,
     Study,
@@ -161,3 +162,10 @@ class PracticeAttemptAdmin(ReadOnlyAdmin):
     list_display = ["reader", "item", "rating", "rated_at"]
     list_filter = ["study", "task"]
     list_select_related = ["reader", "item"]
+
+
+@admin.register(Preferences)
+class PreferencesAdmin(admin.ModelAdmin):
+    list_display = ["user", "theme", "single_key_shortcuts"]
+    list_filter = ["theme", "single_key_shortcuts"]
+    list_select_related = ["user"]

@@ -1,6 +1,7 @@
 from django.http import HttpRequest
 
 from annotation.models import Role
+from annotation.preferences import current_preferences
 from annotation.roles import has_role
 
 
@@ -10,3 +11,8 @@ def roles(request: HttpRequest) -> dict:
     if user is None:
         return {}
     return {"user_roles": {role.value: has_role(user, role) for role in Role}}
+
+
+def preferences(request: HttpRequest) -> dict:
+    """The theme and keyboard settings every page applies (read from the session: no query)."""
+    return {"preferences": current_preferences(request)}

@@ -1,6 +1,6 @@
 from django import forms
 
-from annotation.models import GUIDE_MAX_LENGTH, RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Rating, Study
+from annotation.models import GUIDE_MAX_LENGTH, RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Preferences, Rating, Study
 
 
 class StudyForm(forms.ModelForm):
@@ -114,3 +114,11 @@ class PracticeSettingsForm(forms.ModelForm):
 class SkipPracticeForm(forms.Form):
     username = forms.CharField(max_length=150, widget=forms.HiddenInput)
     skip = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+
+class PreferencesForm(forms.ModelForm):
+    class Meta:
+        model = Preferences
+        fields = ["theme", "single_key_shortcuts"]
+        labels = {"theme": "Colours", "single_key_shortcuts": "Single-key shortcuts (1, 2, 3) on the rating form"}
+        widgets = {"theme": forms.RadioSelect}

@@ -312,6 +312,42 @@ class ReaderProfile(models.Model):
         return f"{self.user} ({self.get_subspecialty_display()})"
 
 
+class Theme(models.TextChoices):
+    SYSTEM = "system", "Follow the system setting"
+    LIGHT = "light", "Light"
+    DARK = "dark", "Dark"
+
+
+class Preferences(models.Model):
+    """A person's own settings for how the pages look and answer the keyboard (any role).
+
+    A user without a row has the defaults: the system's colour scheme and single-key shortcuts on.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preferences")
+    theme = models.CharField(
+        max_length=16,
+        choices=Theme.choices,
+        default=Theme.SYSTEM,
+        help_text="Dark suits dim reading rooms; the system setting follows the computer's light or dark mode.",
+    )
+    single_key_shortcuts = models.BooleanField(
+        "Single-key shortcuts",
+        default=True,
+        help_text="On the rating form, keys 1, 2 and 3 choose a label. Turn them off if you use speech input "
+        "or often press keys by accident; Ctrl/⌘+Enter still submits.",
+    )
+
+    class Meta:
+        verbose_name_plural = "preferences"
+        constraints = [
+            models.CheckConstraint(condition=Q(theme__in=Theme.values), name="preferences_theme_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Preferences of {self.user}"
+
+
 class CandidatePair(models.Model):
     """An original report and its rewrite along one variation, with their shared context."""
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
@@ -23,6 +24,7 @@ from annotation.models import (
     Dataset,
     Example,
     OriginalReport,
+    Preferences,
     ReportType,
     Study,
     Task,
@@ -630,3 +632,11 @@ def sample_pairs(
         study.sampled_at = timezone.now()
         study.save(update_fields=["sample_seed", "sample_per_variation", "sample_datasets", "sampled_at"])
     return report
+
+
+def save_preferences(user: AbstractBaseUser, *, theme: str, single_key_shortcuts: bool) -> Preferences:
+    """Store a person's display and keyboard preferences (their row is created on the first save)."""
+    preferences, _ = Preferences.objects.update_or_create(
+        user=user, defaults={"theme": theme, "single_key_shortcuts": single_key_shortcuts}
+    )
+    return preferences

@@ -4,6 +4,7 @@ from annotation import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("settings/", views.preferences, name="preferences"),
     path("studies/", views.study_list, name="study_list"),
     path("studies/<slug:slug>/", views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/import/", views.study_import, name="study_import"),

@@ -18,6 +18,7 @@ from annotation.forms import (
     ImportForm,
     PracticeImportForm,
     PracticeSettingsForm,
+    PreferencesForm,
     RatingForm,
     RewriteImportForm,
     SampleForm,
@@ -50,6 +51,7 @@ from annotation.practice import (
     show_practice,
     submit_practice,
 )
+from annotation.preferences import current_preferences, remember_preferences
 from annotation.reading import (
     next_assignment,
     queue_position,
@@ -57,7 +59,7 @@ from annotation.reading import (
     reading_item,
 )
 from annotation.roles import has_role
-from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs
+from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs, save_preferences
 from consensus.adjudication import adjudication_queue, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
@@ -82,6 +84,19 @@ def home(request: HttpRequest) -> HttpResponse:
     if has_role(request.user, Role.READER) or has_role(request.user, Role.ADJUDICATOR):
         return redirect("reader_home")
     return render(request, "annotation/home.html")
+
+
+@login_required
+def preferences(request: HttpRequest) -> HttpResponse:
+    """Everyone's own settings: the colour theme and the single-key shortcuts."""
+    form = PreferencesForm(request.POST or None, initial=current_preferences(request))
+    if request.method == "POST" and form.is_valid():
+        saved = save_preferences(request.user, **form.cleaned_data)
+        remember_preferences(request.session, {field: getattr(saved, field) for field in form.cleaned_data})
+        messages.success(request, "Your settings are saved.")
+        return redirect("preferences")
+    status = UNPROCESSABLE if form.errors else 200
+    return render(request, "annotation/preferences.html", {"form": form}, status=status)
 
 
 @role_required(Role.COORDINATOR)

@@ -82,6 +82,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.csp",
                 "annotation.context_processors.roles",
+                "annotation.context_processors.preferences",
             ],
         },
     },

@@ -410,7 +410,7 @@ def reader_detail(study: Study, user: AbstractBaseUser, viewer: AbstractBaseUser
         ),
         history=list(
             AuditEvent.objects.filter(study=study, subject=user)
-            .select_related("actor", "subject", "example")
+            .select_related("actor", "subject", "example__pair__variation")
             .order_by("created_at", "pk")
         ),
         warning=enrolment_warning(user.get_username(), user_roles(user)),

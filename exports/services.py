@@ -87,7 +87,11 @@ Progress = Callable[[int, int], None]
 
 
 class ReleaseRefused(Exception):
-    """The options do not make a valid release; nothing was written."""
+    """The options do not make a valid release; nothing was written. field names the option at fault."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ReleaseConflict(Exception):
@@ -140,14 +144,18 @@ class _CsvFile:
 def check_release_options(*, version: str, license_text: str, datasets: list[str] | None) -> list[str]:
     """The datasets to release (sorted, without repeats; empty = all), or ReleaseRefused naming the bad option."""
     if not VERSION_PATTERN.match(version):
-        raise ReleaseRefused(f"Version '{version}' is not digits and dots (e.g. 1.0.0).")
+        raise ReleaseRefused(f"Version '{version}' is not digits and dots (e.g. 1.0.0).", field="version")
     if not license_text.strip():
-        raise ReleaseRefused("A release needs its licence text: supply a licence file, or set the study's licence.")
+        raise ReleaseRefused(
+            "A release needs its licence text: supply a licence file, or set the study's licence.", field="license_text"
+        )
     known = set(Dataset.objects.values_list("key", flat=True))
     datasets = sorted(set(datasets or []))
     unknown = [d for d in datasets if d not in known]
     if unknown:
-        raise ReleaseRefused(f"Unknown dataset(s): {', '.join(unknown)}. Use one of: {', '.join(sorted(known))}.")
+        raise ReleaseRefused(
+            f"Unknown dataset(s): {', '.join(unknown)}. Use one of: {', '.join(sorted(known))}.", field="datasets"
+        )
     return datasets
 
 
@@ -386,7 +394,8 @@ def _version_taken(study: Study, version: str) -> ReleaseRefused:
     return ReleaseRefused(
         f"Version {version} of {study.slug} is already built or building, and a version names one content "
         f"for ever (even once its zip is deleted; only a failed build gives it back). "
-        f"Use the next free version, {next_free_version(study, version)}."
+        f"Use the next free version, {next_free_version(study, version)}.",
+        field="version",
     )
 
 
@@ -415,7 +424,7 @@ def request_release(
         check_guide_option(study)
     limit = Release._meta.get_field("version").max_length
     if len(version) > limit:
-        raise ReleaseRefused(f"Version '{version}' is longer than {limit} characters.")
+        raise ReleaseRefused(f"Version '{version}' is longer than {limit} characters.", field="version")
     if Release.objects.holding_version(study, version).exists():
         raise _version_taken(study, version)
     try:

@@ -60,7 +60,8 @@ def release_list(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             queued = request_release(study, user=request.user, **form.cleaned_data)
         except ReleaseRefused as refused:
-            form.add_error(None, str(refused))
+            # Tied to its field when it names one, so the field is marked invalid and described by it.
+            form.add_error(refused.field if refused.field in form.fields else None, str(refused))
     if queued is not None and not request.htmx:
         messages.success(request, f"Release {queued.version} is queued; it is listed below as it builds.")
         return redirect("release_list", slug=study.slug)

@@ -68,11 +68,11 @@
     form.dataset.ready = "1";
     restoreDraft(form);
     applyRationaleRule(form);
+    // Choosing a label changes whether a rationale is required, never where focus is: arrow keys
+    // keep moving through the choices and Tab goes on to the rationale (WCAG 3.2.2).
     form.addEventListener("change", function (event) {
       if (event.target.name === "rating") {
-        if (applyRationaleRule(form)) {
-          form.querySelector("textarea[name=rationale]").focus();
-        }
+        applyRationaleRule(form);
       }
       saveDraft(form);
     });
@@ -81,9 +81,34 @@
     });
   }
 
+  // Keys act on the item only where the reader is reading it: focus inside the reading panel (its
+  // heading, report or rating form) or on what holds it (the page after a click on the report
+  // text, the main region after the skip link).
+  // Never on the menu, a link, or a text field outside the form (WCAG 2.1.4).
+  function keysApply(target) {
+    const panel = document.getElementById("reading");
+    if (!panel) {
+      return false;
+    }
+    if (target.contains(panel)) {
+      return true; // the page or its main region, as after the skip link
+    }
+    return panel.contains(target) && !target.closest("a[href]");
+  }
+
+  function isTextField(target) {
+    return Boolean(target.closest("textarea, select, [contenteditable]") ||
+      (target.matches("input") && !target.matches("[type=radio], [type=checkbox], [type=submit], [type=button]")));
+  }
+
+  // Single-key shortcuts: on unless the person turned them off in their settings.
+  function singleKeysOn() {
+    return document.body.dataset.singleKeyShortcuts !== "off";
+  }
+
   document.addEventListener("keydown", function (event) {
     const form = currentForm();
-    if (!form) {
+    if (!form || !keysApply(event.target)) {
       return;
     }
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
@@ -91,8 +116,7 @@
       form.requestSubmit();
       return;
     }
-    const typing = event.target.closest("textarea, input[type=text], select");
-    if (typing || event.ctrlKey || event.metaKey || event.altKey) {
+    if (!singleKeysOn() || isTextField(event.target) || event.ctrlKey || event.metaKey || event.altKey) {
       return;
     }
     const input = form.querySelector("input[name=rating][data-key='" + CSS.escape(event.key) + "']");
@@ -177,13 +201,39 @@
     }
   });
 
-  // After a swap, set up the new item and move focus to it for keyboard and screen-reader users.
+  // Say something in the page's polite live region (it sits outside the swapped panel, so it is
+  // there before and after the swap). Emptied first so the same words are announced again.
+  function announce(text) {
+    const region = document.getElementById("announcer");
+    if (!region) {
+      return;
+    }
+    region.textContent = "";
+    window.setTimeout(function () { region.textContent = text; }, 50);
+  }
+
+  // After a panel swap the reader is on a new item (or told it was not stored): bring its heading
+  // to the top of the viewport and focus it, so the next keys act on it without scrolling back.
+  // A refused rating instead focuses the first invalid field (app.js marks and focuses it).
+  function showSwappedPanel(panel) {
+    if (panel.querySelector("[aria-invalid=true]")) {
+      return;
+    }
+    const heading = panel.querySelector("#reading-heading");
+    if (!heading) {
+      return;
+    }
+    heading.focus({ preventScroll: true });
+    heading.scrollIntoView({ block: "start", inline: "nearest", behavior: "instant" });
+    const notice = panel.querySelector(".notice");
+    announce(heading.textContent.trim() + (notice ? ". " + notice.textContent.trim() : ""));
+  }
+
   document.addEventListener("htmx:afterSettle", function (event) {
     setUp(document);
     const panel = document.getElementById("reading");
     if (panel && event.detail.target && event.detail.target.id === "reading") {
-      panel.setAttribute("tabindex", "-1");
-      panel.focus({ preventScroll: false });
+      showSwappedPanel(panel);
     }
   });
 

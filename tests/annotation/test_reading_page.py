@@ -122,7 +122,7 @@ def test_a_get_starts_the_time_on_task_once(client, queue):
 
 
 def test_it_says_which_item_of_the_queue_this_is(client, queue):
-    assert "Item 1</p>" in client.get(_url(queue[0])).content.decode()
+    assert ">Item 1</span>" in client.get(_url(queue[0])).content.decode()
 
 
 def test_an_htmx_post_swaps_in_the_next_item(client, queue):
@@ -135,7 +135,7 @@ def test_an_htmx_post_swaps_in_the_next_item(client, queue):
     assert html.lstrip().startswith('<div id="reading"')
     assert "<html" not in html
     assert response["HX-Push-Url"] == _url(queue[1])
-    assert "Item 2</p>" in html
+    assert ">Item 2</span>" in html
     assert "Original findings 1." in html
     assert f'hx-post="{_url(queue[1])}"' in html
     assert Annotation.objects.get().assignment == queue[0]

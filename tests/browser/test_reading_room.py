@@ -36,8 +36,11 @@ def test_a_reader_rates_with_the_keyboard_and_the_next_item_swaps_in(
     page.keyboard.press("2")
     rationale = page.locator("#rationale")
     expect(page.locator("#rating-2")).to_be_checked()
-    expect(rationale).to_be_focused()
+    # Choosing a label leaves focus on the choice (WCAG 3.2.2); Tab goes on to the rationale.
+    expect(page.locator("#rating-2")).to_be_focused()
     expect(rationale).to_have_attribute("required", "")
+    page.keyboard.press("Tab")
+    expect(rationale).to_be_focused()
     page.keyboard.type("Unusual hedging in the impression.")
     page.keyboard.press("Control+Enter")
 
@@ -51,7 +54,7 @@ def test_a_reader_rates_with_the_keyboard_and_the_next_item_swaps_in(
     page.keyboard.press("3")
     expect(page.locator("#rating-3")).to_be_checked()
     expect(page.locator("#rationale")).to_have_attribute("required", "")
-    expect(page.locator("#rationale")).to_be_focused()
+    expect(page.locator("#rating-3")).to_be_focused()
     annotation = Annotation.objects.get()
     assert annotation.assignment_id == first.pk
     assert annotation.rating == Rating.MINOR_ISSUES
@@ -154,6 +157,7 @@ def test_back_shows_the_stored_rating_read_only_and_forward_the_open_item(
     log_in(page, queue_reader)
     page.goto(reading_path(first))
     page.keyboard.press("3")
+    page.keyboard.press("Tab")
     page.keyboard.type("Contradicts itself.")
     page.locator(SUBMIT).click()
     expect(page).to_have_url(at_path(reading_path(second)))
@@ -177,7 +181,7 @@ def test_back_shows_the_stored_rating_read_only_and_forward_the_open_item(
     expect(page.locator("#rating-form")).to_have_count(1)
     page.keyboard.press("2")
     expect(page.locator("#rationale")).to_have_attribute("required", "")
-    expect(page.locator("#rationale")).to_be_focused()
+    expect(page.locator("#rating-2")).to_be_focused()
 
 
 def test_an_expired_session_keeps_the_draft_through_the_login(page: Page, queue_reader: AbstractBaseUser) -> None:
