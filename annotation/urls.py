@@ -5,6 +5,7 @@ from annotation import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("studies/", views.study_list, name="study_list"),
+    path("studies/example_pairs.csv", views.example_pairs_file, name="example_pairs_file"),
     path("studies/<slug:slug>/", views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/import/", views.study_import, name="study_import"),
     path("studies/<slug:slug>/sample/", views.study_sample, name="study_sample"),

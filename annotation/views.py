@@ -3,15 +3,14 @@ import uuid
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
 
 from annotation.decorators import role_required
 from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
-from annotation.importing import ImportRejected
+from annotation.importing import COLUMN_HELP, EXAMPLE_PAIRS, ImportRejected
 from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
 from annotation.reading import (
     next_assignment,
@@ -64,6 +63,7 @@ def _study_context(study: Study, **extra) -> dict:
     return {
         "study": study,
         "summary": study.candidate_summary(),
+        "columns": COLUMN_HELP,
         "import_form": ImportForm(),
         "sample_form": SampleForm(initial={"per_variation": study.sample_per_variation or 10}),
         **extra,
@@ -76,10 +76,18 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "annotation/study_detail.html", _study_context(study))
 
 
-@require_POST
+@role_required(Role.COORDINATOR)
+def example_pairs_file(request: HttpRequest) -> FileResponse:
+    """The small example import file of the README, to download from the import form."""
+    return FileResponse(EXAMPLE_PAIRS.open("rb"), as_attachment=True, filename=EXAMPLE_PAIRS.name, content_type="text/csv")
+
+
 @role_required(Role.COORDINATOR)
 def study_import(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        # The form posts here; an address typed or bookmarked goes to the form itself.
+        return redirect(reverse("study_detail", args=[study.slug]) + "#import-heading")
     form = ImportForm(request.POST, request.FILES)
     context = {"study": study, "import_form": form}
     status = 200
@@ -87,8 +95,10 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
         status = UNPROCESSABLE
     else:
         upload = form.cleaned_data["file"]
+        # "Import this file now" after a dry run sends the same form again, for real.
+        dry_run = form.cleaned_data["dry_run"] and "import_now" not in request.POST
         try:
-            report = import_pairs(study, upload.read(), filename=upload.name, dry_run=form.cleaned_data["dry_run"])
+            report = import_pairs(study, upload.read(), filename=upload.name, dry_run=dry_run)
         except ImportRejected as rejected:
             context["problems"] = rejected.problems
             status = UNPROCESSABLE
@@ -98,10 +108,11 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_partial(request, "import-result", context, status=status)
 
 
-@require_POST
 @role_required(Role.COORDINATOR)
 def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        return redirect(reverse("study_detail", args=[study.slug]) + "#sample-heading")
     form = SampleForm(request.POST)
     context = {"study": study, "sample_form": form}
     status = 200
@@ -121,6 +132,7 @@ def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             context["sample_report"] = report
             context["summary"] = study.candidate_summary()
+            study.refresh_from_db()
     return _render_partial(request, "sample-result", context, status=status)
 
 
