@@ -246,6 +246,8 @@ class SampleReport:
             parts.append(f"{short} {'is' if short == 1 else 'are'} short (all their accepted candidates taken)")
         if empty:
             parts.append(f"{empty} {'is' if empty == 1 else 'are'} empty (no accepted candidate)")
+        if filled == total:
+            return f"All {total} dataset and variation cell{pluralize(total)} {'is' if total == 1 else 'are'} filled."
         listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
         return f"Of the {total} dataset and variation cell{pluralize(total)}, {listed}."
 

@@ -195,3 +195,12 @@ def test_the_command_samples_and_reports_shortfalls(db, capsys):
 def test_the_command_names_an_unknown_study(db):
     with pytest.raises(CommandError, match="No study 'missing'"):
         call_command("sample_pairs", "--study", "missing", "--per-variation", "1")
+
+
+def test_a_sample_with_every_cell_filled_says_so_in_one_phrase(db):
+    study = make_study()
+    _load_candidates(study)
+    report = sample_pairs(study, per_variation=1, seed=3)
+    report.cells = [cell for cell in report.cells if cell.drawn == 1]
+    assert len(report.cells) == 2
+    assert report.cells_summary == "All 2 dataset and variation cells are filled."
