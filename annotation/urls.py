@@ -13,4 +13,5 @@ urlpatterns = [
     path("read/<slug:slug>/<str:task>/next/", views.reading_next, name="reading_next"),
     path("read/a/<uuid:assignment_id>/", views.reading_page, name="reading_page"),
     path("adjudicate/<uuid:adjudication_id>/", views.adjudication_page, name="adjudication_page"),
+    path("adjudicate/<slug:slug>/next/", views.adjudication_next, name="adjudication_next"),
 ]

@@ -13,6 +13,7 @@ from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
 from annotation.importing import COLUMN_HELP, EXAMPLE_PAIRS, ImportRejected
 from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
 from annotation.reading import (
+    home_studies,
     next_assignment,
     queue_position,
     reader_queues,
@@ -20,7 +21,7 @@ from annotation.reading import (
 )
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, sample_pairs
-from consensus.adjudication import adjudication_queue, prior_ratings
+from consensus.adjudication import adjudication_queue, adjudication_queues, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,
@@ -179,8 +180,21 @@ def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignmen
 @role_required(Role.READER, Role.ADJUDICATOR)
 def reader_home(request: HttpRequest) -> HttpResponse:
     queues = reader_queues(request.user) if has_role(request.user, Role.READER) else []
-    adjudications = adjudication_queue(request.user) if has_role(request.user, Role.ADJUDICATOR) else None
-    return render(request, "annotation/reader_home.html", {"queues": queues, "adjudications": adjudications})
+    adjudicates = has_role(request.user, Role.ADJUDICATOR)
+    adjudications = adjudication_queues(request.user) if adjudicates else []
+    studies = home_studies(queues, adjudications)
+    return render(request, "annotation/reader_home.html", {"studies": studies, "adjudicates": adjudicates})
+
+
+@role_required(Role.ADJUDICATOR)
+def adjudication_next(request: HttpRequest, slug: str) -> HttpResponse:
+    """The adjudicator's next open adjudication in a study, or home when none waits."""
+    study = get_object_or_404(Study.objects.filter(examples__adjudications__adjudicator=request.user).distinct(), slug=slug)
+    following = adjudication_queue(request.user, study_id=study.pk)["next"]
+    if following is None:
+        messages.success(request, f"No adjudication is waiting for you in {study.name} now. Thank you.")
+        return redirect("reader_home")
+    return redirect("adjudication_page", following.public_id)
 
 
 @role_required(Role.READER)
@@ -267,7 +281,7 @@ def _own_adjudication(request: HttpRequest, adjudication_id: uuid.UUID) -> Adjud
 
 
 def _adjudication_context(adjudication: Adjudication, form: RatingForm | None = None, **extra) -> dict:
-    queue = adjudication_queue(adjudication.adjudicator)
+    queue = adjudication_queue(adjudication.adjudicator, study_id=adjudication.example.study_id)
     is_open = adjudication.status == AdjudicationStatus.OPEN
     if form is None and is_open:
         form = RatingForm(task=adjudication.task, initial={"form_token": uuid.uuid4()})
@@ -307,7 +321,7 @@ def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpR
             return render(request, panel, _adjudication_context(adjudication, form), status=UNPROCESSABLE)
         except NotFound:
             raise Http404 from None
-        following = adjudication_queue(request.user)["next"]
+        following = adjudication_queue(request.user, study_id=adjudication.example.study_id)["next"]
         if following is None:
             if not request.htmx:
                 return redirect("reader_home")

@@ -63,6 +63,18 @@ def test_it_shows_the_context_and_the_report_rated(client, coordinator):
     assert pair.variation.key in html
 
 
+def test_an_empty_section_has_the_readers_marker(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    example = _example(study, Task.EQUIVALENCE)
+    CandidatePair.objects.filter(pk=example.pair_id).update(technique="", alternative_findings="")
+    client.force_login(coordinator)
+
+    html = client.get(_url(example)).content.decode()
+
+    assert html.count('<span class="empty-section">empty section</span>') == 2
+    assert "<dd>—</dd>" not in html
+
+
 def test_task_2_shows_both_reports(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study, Task.EQUIVALENCE)
