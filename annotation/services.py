@@ -269,7 +269,9 @@ class SampleReport:
             )
         if empty := self.empty_cells:
             names = ", ".join(f"{cell.dataset} / {cell.variation}" for cell in empty)
-            messages.append(f"No accepted candidate, nothing sampled, in {len(empty)} cell{pluralize(len(empty))}: {names}.")
+            messages.append(
+                f"No accepted candidate, nothing sampled, in {len(empty)} cell{pluralize(len(empty))}: {names}."
+            )
         return messages
 
     def as_dict(self) -> dict:

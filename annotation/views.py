@@ -80,7 +80,9 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR)
 def example_pairs_file(request: HttpRequest) -> FileResponse:
     """The small example import file of the README, to download from the import form."""
-    return FileResponse(EXAMPLE_PAIRS.open("rb"), as_attachment=True, filename=EXAMPLE_PAIRS.name, content_type="text/csv")
+    return FileResponse(
+        EXAMPLE_PAIRS.open("rb"), as_attachment=True, filename=EXAMPLE_PAIRS.name, content_type="text/csv"
+    )
 
 
 @role_required(Role.COORDINATOR)
@@ -189,7 +191,9 @@ def reader_home(request: HttpRequest) -> HttpResponse:
 @role_required(Role.ADJUDICATOR)
 def adjudication_next(request: HttpRequest, slug: str) -> HttpResponse:
     """The adjudicator's next open adjudication in a study, or home when none waits."""
-    study = get_object_or_404(Study.objects.filter(examples__adjudications__adjudicator=request.user).distinct(), slug=slug)
+    study = get_object_or_404(
+        Study.objects.filter(examples__adjudications__adjudicator=request.user).distinct(), slug=slug
+    )
     following = adjudication_queue(request.user, study_id=study.pk)["next"]
     if following is None:
         messages.success(request, f"No adjudication is waiting for you in {study.name} now. Thank you.")

@@ -210,7 +210,9 @@ def test_it_leaves_a_second_study_to_read_with_work_for_every_role(demo):
     assert Annotation.objects.filter(example__study=study).count() == 3
     # The printed logins say so.
     assert f"reader1      reader (cardiothoracic); waiting in '{study.name}': Task 1 items and Task 2 items" in out
-    assert f"adjudicator  adjudicator (cardiothoracic); waiting in '{study.name}': 1 three-way split to adjudicate" in out
+    assert (
+        f"adjudicator  adjudicator (cardiothoracic); waiting in '{study.name}': 1 three-way split to adjudicate" in out
+    )
 
 
 def test_its_rationales_fit_the_variation_of_the_pair(demo):

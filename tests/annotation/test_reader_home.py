@@ -217,7 +217,9 @@ def test_an_adjudicator_with_nothing_waiting_is_told_so(client, adjudicator, stu
 
     assert "Nothing has been assigned to you yet. No adjudication is waiting for you." in html
 
-    decided = _adjudication(study, adjudicator, status=AdjudicationStatus.DONE, rating=Rating.EQUIVALENT, rationale="Same.")
+    decided = _adjudication(
+        study, adjudicator, status=AdjudicationStatus.DONE, rating=Rating.EQUIVALENT, rationale="Same."
+    )
     html = client.get(reverse("reader_home")).content.decode()
 
     assert "1 of 1 done" in _card(html, "Adjudication")
