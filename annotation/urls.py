@@ -10,6 +10,7 @@ urlpatterns = [
     path("studies/<slug:slug>/import/", views.study_import, name="study_import"),
     path("studies/<slug:slug>/sample/", views.study_sample, name="study_sample"),
     path("read/", views.reader_home, name="reader_home"),
+    path("people/locked/", views.locked_logins, name="locked_logins"),
     path("read/<slug:slug>/<str:task>/next/", views.reading_next, name="reading_next"),
     path("read/a/<uuid:assignment_id>/", views.reading_page, name="reading_page"),
     path("adjudicate/<uuid:adjudication_id>/", views.adjudication_page, name="adjudication_page"),

@@ -1,6 +1,8 @@
 import uuid
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -8,7 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django_htmx.http import push_url
 
-from annotation.decorators import role_required
+from annotation.accounts import UnlockRefused, attempts_left, cool_off_text, locked_accounts, unlock_account
+from annotation.decorators import SESSION_ENDED, role_required
 from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm
 from annotation.importing import COLUMN_HELP, EXAMPLE_PAIRS, ImportRejected
 from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
@@ -36,6 +39,42 @@ from consensus.services import (
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
 UNPROCESSABLE = 422
+
+
+class LoginView(auth_views.LoginView):
+    """Django's log-in page, saying why one is here and how many attempts are left.
+
+    A logged-in user is told who they are and offered the way on instead of the form.
+    """
+
+    def get_context_data(self, **kwargs) -> dict:
+        context = super().get_context_data(**kwargs)
+        context["session_ended"] = self.request.GET.get(SESSION_ENDED) is not None
+        return context
+
+    def form_invalid(self, form) -> HttpResponse:
+        left = attempts_left(self.request, form.data.get("username", ""))
+        return self.render_to_response(self.get_context_data(form=form, attempts_left=left))
+
+
+@role_required(Role.COORDINATOR)
+def locked_logins(request: HttpRequest) -> HttpResponse:
+    """Accounts locked out after repeated failed log-ins, with an Unlock button each."""
+    if request.method == "POST":
+        username = request.POST.get("username", "")
+        try:
+            unlock_account(username, actor=request.user)
+        except UnlockRefused as refused:
+            messages.error(request, str(refused))
+        else:
+            messages.success(request, f"{username} can log in again.")
+        return redirect("locked_logins")
+    context = {
+        "accounts": locked_accounts(),
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "cool_off": cool_off_text(),
+    }
+    return render(request, "registration/locked_logins.html", context)
 
 
 @login_required
