@@ -129,6 +129,38 @@ def study_progress(study: Study) -> StudyProgress:
     return StudyProgress(tasks=tasks, overall=overall)
 
 
+@dataclass(frozen=True)
+class Unassigned:
+    """Examples that nobody was ever given (no open or rated read), and the readers who could be."""
+
+    examples: int
+    active_readers: int
+    readers_needed: int
+
+    @property
+    def too_few_readers(self) -> bool:
+        return self.active_readers < self.readers_needed
+
+
+def unassigned_examples(study: Study) -> Unassigned:
+    """Examples waiting for initial reads that have no reader at all, e.g. before any assignment.
+
+    Not the same as unrouted: routing never ran for them. Two queries.
+    """
+    examples = (
+        Example.objects.filter(study=study, state=ExampleState.WAITING)
+        .exclude(assignments__status__in=[AssignmentStatus.OPEN, AssignmentStatus.DONE])
+        .count()
+    )
+    readers = StudyMember.objects.filter(study=study, role=MemberRole.READER, active=True).count()
+    return Unassigned(examples=examples, active_readers=readers, readers_needed=minimum_readers(study))
+
+
+def minimum_readers(study: Study) -> int:
+    """Readers automatic assignment needs: four when a pair's Task 1 versions are kept apart, else two."""
+    return 4 if study.keep_versions_apart else 2
+
+
 # --- Workload per member --------------------------------------------------------------------------
 
 

@@ -35,7 +35,11 @@ UNPROCESSABLE = 422
 @role_required(Role.COORDINATOR)
 def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
-    context = {"study": study, "progress": progress.study_progress(study)}
+    context = {
+        "study": study,
+        "progress": progress.study_progress(study),
+        "unassigned": progress.unassigned_examples(study),
+    }
     # The table polls this view and swaps in its own fragment.
     template = "consensus/study_progress.html#progress-table" if request.htmx else "consensus/study_progress.html"
     return render(request, template, context)
@@ -45,7 +49,8 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
 def study_unrouted(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     examples = progress.unrouted_examples(study, request.user)
-    return render(request, "consensus/study_unrouted.html", {"study": study, "examples": examples})
+    context = {"study": study, "examples": examples, "unassigned": progress.unassigned_examples(study)}
+    return render(request, "consensus/study_unrouted.html", context)
 
 
 # --- Members and their workload ------------------------------------------------------------------
@@ -55,8 +60,9 @@ def _readers_context(study: Study, **extra) -> dict:
     return {
         "study": study,
         "workload": progress.study_workload(study),
-        "member_form": AddMemberForm(),
+        "member_form": AddMemberForm(study=study),
         "assign_form": AutoAssignForm(),
+        "unassigned": progress.unassigned_examples(study),
         **extra,
     }
 
@@ -78,7 +84,7 @@ def study_readers(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR)
 def study_add_member(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
-    form = AddMemberForm(request.POST)
+    form = AddMemberForm(request.POST, study=study)
     if not form.is_valid():
         return _render_readers(request, study, "member-panel", {"member_form": form}, status=UNPROCESSABLE)
     try:
@@ -93,7 +99,7 @@ def study_add_member(request: HttpRequest, slug: str) -> HttpResponse:
         context = {"member_form": form, "member_refusal": str(refused)}
         return _render_readers(request, study, "member-panel", context, status=UNPROCESSABLE)
     context = {
-        "member_form": AddMemberForm(),
+        "member_form": AddMemberForm(study=study),
         "member_added": member,
         "member_warning": enrolment_warning(member.user.get_username(), user_roles(member.user)),
         "workload": progress.study_workload(study),

@@ -448,3 +448,18 @@ def test_changes_must_be_posted(client, coordinator):
 
     assert client.get(reverse("assignment_withdraw", args=[study.slug, assignment.public_id])).status_code == 405
     assert Assignment.objects.filter(pk=assignment.pk).exists()
+
+
+def test_the_audit_trail_shows_the_labels_people_read_elsewhere(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    example = _example(study, Task.EQUIVALENCE)
+    rate_open_reads(example, Rating.MAJOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
+    client.force_login(coordinator)
+
+    html = client.get(_url(example)).content.decode()
+
+    history = html.split('id="history-heading"', 1)[1]
+    assert "<dt>rating</dt><dd>Major Discrepancy</dd>" in history
+    assert "<dt>decided by</dt><dd>unanimous</dd>" in history
+    assert "major_discrepancy" not in history
+    assert "label_source" not in history
