@@ -83,6 +83,9 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect("study_list")
     if has_role(request.user, Role.READER) or has_role(request.user, Role.ADJUDICATOR):
         return redirect("reader_home")
+    if has_role(request.user, Role.DATA_MANAGER):
+        # The data manager's start page: the studies, their state and last release.
+        return redirect("release_index")
     return render(request, "annotation/home.html")
 
 
