@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.paginator import Paginator
 from django.db import models
 from django.db.models import Count, Q, QuerySet
 
@@ -68,6 +69,17 @@ class ProgressRow:
     def percent_done(self) -> int:
         """Share of examples with a consensus label, rounded down (100 only when all have one)."""
         return self.consensus * 100 // self.total if self.total else 0
+
+    @property
+    def cells(self) -> list[tuple[str, int]]:
+        """(state filter, count) of the table's columns, in order: the four states, then unrouted."""
+        return [
+            (ExampleState.WAITING, self.waiting),
+            (ExampleState.THIRD_READ, self.third_read),
+            (ExampleState.ADJUDICATION, self.adjudication),
+            (ExampleState.CONSENSUS, self.consensus),
+            ("unrouted", self.unrouted),
+        ]
 
     def add(self, other: "ProgressRow") -> None:
         for name in ("waiting", "third_read", "adjudication", "consensus", "unrouted"):
@@ -406,6 +418,7 @@ class ReaderDetail:
     adjudications: list[Adjudication]
     history: list[AuditEvent]
     warning: str = ""
+    pages: dict = field(default_factory=dict)
 
     @property
     def subspecialty(self) -> str:
@@ -421,33 +434,73 @@ def study_members(study: Study) -> QuerySet:
     )
 
 
-def reader_detail(study: Study, user: AbstractBaseUser, viewer: AbstractBaseUser) -> ReaderDetail:
+def reader_detail(
+    study: Study,
+    user: AbstractBaseUser,
+    viewer: AbstractBaseUser,
+    *,
+    per_page: int | None = None,
+    assignments_page: str | int | None = None,
+    history_page: str | int | None = None,
+) -> ReaderDetail:
     """One member's memberships, assignments and adjudications in the study, and the audit events
     that concern them (subject = them, whoever the actor). Assignments, adjudications and events
     of pairs hidden from viewer are marked hidden; warning is the member's conflict-of-interest
-    warning. Six queries."""
+    warning. Six queries, and two counts with per_page: then the assignments and the history are
+    one page each (detail.pages["assignments"], detail.pages["history"] are the Django Pages)."""
     examples = ("example__pair__dataset", "example__pair__variation")
+    assignments = (
+        Assignment.objects.filter(example__study=study, reader=user)
+        .select_related(*examples, "reader", "annotation")
+        .order_by("example__task", "created_at", "pk")
+    )
+    history = (
+        AuditEvent.objects.filter(study=study, subject=user)
+        .select_related("actor", "subject", "example")
+        .order_by("created_at", "pk")
+    )
+    pages = {}
+    if per_page:
+        pages["assignments"] = Paginator(assignments, per_page).get_page(assignments_page)
+        pages["history"] = Paginator(history, per_page).get_page(history_page)
     detail = ReaderDetail(
         user=user,
         memberships=list(StudyMember.objects.filter(study=study, user=user).order_by("role")),
-        assignments=list(
-            Assignment.objects.filter(example__study=study, reader=user)
-            .select_related(*examples, "reader", "annotation")
-            .order_by("example__task", "created_at", "pk")
-        ),
+        assignments=list(pages["assignments"].object_list if pages else assignments),
         adjudications=list(
             Adjudication.objects.filter(example__study=study, adjudicator=user)
             .select_related(*examples, "adjudicator")
             .order_by("created_at", "pk")
         ),
-        history=list(
-            AuditEvent.objects.filter(study=study, subject=user)
-            .select_related("actor", "subject", "example")
-            .order_by("created_at", "pk")
-        ),
+        history=list(pages["history"].object_list if pages else history),
         warning=enrolment_warning(user.get_username(), user_roles(user)),
+        pages=pages,
     )
     hidden = hidden_pair_ids(viewer, study)
     for rows in (detail.assignments, detail.adjudications, detail.history):
         mark_hidden(rows, hidden)
     return detail
+
+
+# --- Examples of a progress cell ----------------------------------------------------------------
+
+EXAMPLE_FILTER_STATES = [*ExampleState.values, "unrouted"]
+
+
+def filtered_examples(study: Study, *, task: str = "", variation: str = "", state: str = "") -> QuerySet:
+    """The examples a progress cell counts: of a task, a variation and a state (or unrouted), each optional.
+
+    Unknown filter values match nothing rather than everything.
+    """
+    examples = Example.objects.filter(study=study).select_related("pair__dataset", "pair__variation")
+    if task:
+        examples = examples.filter(task=task)
+    if variation:
+        examples = examples.filter(pair__variation__key=variation)
+    if state == "unrouted":
+        examples = examples.filter(unrouted=True)
+    elif state:
+        examples = examples.filter(state=state)
+    return examples.order_by(
+        "task", "pair__variation__position", "pair__dataset__key", "pair__source_study_id", "report_type", "pk"
+    )

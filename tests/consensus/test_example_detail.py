@@ -463,3 +463,19 @@ def test_the_audit_trail_shows_the_labels_people_read_elsewhere(client, coordina
     assert "<dt>decided by</dt><dd>unanimous</dd>" in history
     assert "major_discrepancy" not in history
     assert "label_source" not in history
+
+
+def test_each_rating_has_one_void_action_that_opens_its_form(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    example = _example(study)
+    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    client.force_login(coordinator)
+
+    html = client.get(_url(example)).content.decode()
+
+    assert html.count('<details class="void-action">') == 2
+    assert html.count("<summary>Void…</summary>") == 2
+    # Every void form sits inside its closed action.
+    for form in html.split('<details class="void-action">')[1:]:
+        assert 'name="reason"' in form.split("</details>", 1)[0]
+    assert html.count('name="reason"') == 2

@@ -77,6 +77,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
+        self.warned: set[str] = set()
         if not settings.DEBUG and not options["force"]:
             raise CommandError(
                 "load_demo creates users with a published password. Run it on a development database "
@@ -137,7 +138,9 @@ class Command(BaseCommand):
                 user = User.objects.get(username=username)
                 if not StudyMember.objects.filter(study=study, user=user, role=role, active=True).exists():
                     add_study_member(study, user, role, actor=coordinator)
-                    if warning := enrolment_warning(username, user_roles(user)):
+                    warning = enrolment_warning(username, user_roles(user))
+                    if warning and username not in self.warned:  # once, though enrolled in both studies
+                        self.warned.add(username)
                         self.stderr.write(self.style.WARNING(warning))
         if Example.objects.filter(study=study, state=ExampleState.WAITING).exists():
             assign_readers(study, actor=coordinator)
