@@ -5,8 +5,9 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
 from django_htmx.http import push_url
 
@@ -39,6 +40,14 @@ from consensus.services import (
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
 UNPROCESSABLE = 422
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for on pages without our icon link (the admin's): the site's icon.
+
+    Resolved per request: the static files' manifest may not exist yet when the URLconf loads.
+    """
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
 
 
 class LoginView(auth_views.LoginView):

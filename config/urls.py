@@ -1,8 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.templatetags.static import static
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
@@ -66,7 +64,7 @@ coordination_api = [
 
 urlpatterns = [
     # Browsers and the admin's pages ask for /favicon.ico: the site's own icon, not a 404.
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+    path("favicon.ico", annotation_views.favicon),
     path("accounts/login/", annotation_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
