@@ -13,7 +13,7 @@ class StudyForm(forms.ModelForm):
 class ImportForm(forms.Form):
     file = forms.FileField(
         label="Candidate pairs file",
-        help_text="CSV or JSON Lines, UTF-8. See the README for the columns.",
+        help_text="CSV or JSON Lines, UTF-8, with the columns listed below.",
         widget=forms.ClearableFileInput(attrs={"accept": ".csv,.jsonl,.ndjson,text/csv,application/x-ndjson"}),
     )
     dry_run = forms.BooleanField(required=False, label="Dry run (check the file, import nothing)")

@@ -9,6 +9,7 @@ import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 KEY_COLUMNS = ("dataset", "study_id", "reref_variation")
 CONTEXT_COLUMNS = ("indication", "comparison", "technique")
@@ -36,6 +37,24 @@ REWRITES = Layout(
     required=(*KEY_COLUMNS, "verdict", *REWRITE_REPORT_COLUMNS),
     columns=(*KEY_COLUMNS, "verdict", *REWRITE_REPORT_COLUMNS, *GENERATOR_COLUMNS),
 )
+
+# What each column means, as the import form shows it (the README has the same table).
+COLUMN_HELP: tuple[tuple[str, bool, str], ...] = (
+    ("dataset", True, "mimic-cxr, rexgradient, iu-xray, chexpert-plus, or a custom dataset added in the admin"),
+    ("study_id", True, "the report's study id in its dataset (a MIMIC-CXR 's' prefix is stripped)"),
+    ("reref_variation", True, "a variation key of the study's taxonomy, e.g. hedging"),
+    ("verdict", True, "accepted, rejected, already_in_target_form or infeasible; only accepted pairs are sampled"),
+    ("indication", False, "context shared by both reports (may be empty)"),
+    ("comparison", False, "context shared by both reports (may be empty)"),
+    ("technique", False, "context shared by both reports (may be empty)"),
+    ("original_findings", True, "the original report (findings or impression may be empty, not both)"),
+    ("original_impression", True, "the original report"),
+    ("alternative_findings", True, "the rewrite (findings or impression may be empty, not both)"),
+    ("alternative_impression", True, "the rewrite"),
+)
+
+# A small example file, offered for download next to the import form.
+EXAMPLE_PAIRS = Path(__file__).resolve().parent.parent / "docs" / "example_pairs.csv"
 
 MAX_PROBLEMS = 50
 

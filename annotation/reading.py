@@ -127,6 +127,30 @@ def reader_queues(reader) -> list[dict]:
     ]
 
 
+def home_studies(queues: list[dict], adjudications: list[dict]) -> list[dict]:
+    """The reader's home, one entry per study: its reading queues (Task 1 first) and adjudications.
+
+    Studies with something waiting come first, then by name.
+    """
+    studies: dict[str, dict] = {}
+    for queue in [*queues, *adjudications]:
+        study = studies.setdefault(
+            queue["study_slug"],
+            {"slug": queue["study_slug"], "name": queue["study_name"], "queues": [], "adjudication": None},
+        )
+        if "task" in queue:
+            study["queues"].append(queue)
+        else:
+            study["adjudication"] = queue
+    task_order = {task: position for position, task in enumerate(Task.values)}
+    for study in studies.values():
+        study["queues"].sort(key=lambda queue: task_order[queue["task"]])
+        study["waiting"] = any(queue["waiting"] for queue in study["queues"]) or bool(
+            study["adjudication"] and study["adjudication"]["waiting"]
+        )
+    return sorted(studies.values(), key=lambda study: (not study["waiting"], study["name"], study["slug"]))
+
+
 def queue_position(assignment: Assignment) -> int | None:
     """N in "Item N": the reader's ratings in this study and task so far, plus one for an open item.
 

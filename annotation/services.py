@@ -518,18 +518,51 @@ class SampleReport:
         return [cell for cell in self.cells if cell.drawn < self.per_variation]
 
     @property
+    def short_cells(self) -> list[SampleCell]:
+        """Cells with some accepted candidates, but fewer than asked for (all of them were taken)."""
+        return [cell for cell in self.shortfalls if cell.drawn > 0]
+
+    @property
+    def empty_cells(self) -> list[SampleCell]:
+        """Cells with no accepted candidate: nothing sampled there."""
+        return [cell for cell in self.cells if cell.drawn == 0]
+
+    @property
+    def cells_summary(self) -> str:
+        total, short, empty = len(self.cells), len(self.short_cells), len(self.empty_cells)
+        filled = total - short - empty
+        parts = [f"{filled} {'is' if filled == 1 else 'are'} filled"]
+        if short:
+            parts.append(f"{short} {'is' if short == 1 else 'are'} short (all their accepted candidates taken)")
+        if empty:
+            parts.append(f"{empty} {'is' if empty == 1 else 'are'} empty (no accepted candidate)")
+        if filled == total:
+            return f"All {total} dataset and variation cell{pluralize(total)} {'is' if total == 1 else 'are'} filled."
+        listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        return f"Of the {total} dataset and variation cell{pluralize(total)}, {listed}."
+
+    @property
     def summary(self) -> str:
         return (
-            f"Sampled {self.pairs} pairs ({self.per_variation} per dataset and variation, seed {self.seed}); "
-            f"{self.pairs * 3} examples to rate."
+            f"Sampled {self.pairs} pair{pluralize(self.pairs)} ({self.per_variation} per dataset and variation, "
+            f"seed {self.seed}); {self.pairs * 3} examples to rate. {self.cells_summary}"
         )
 
     def shortfall_messages(self) -> list[str]:
-        return [
-            f"{cell.dataset} / {cell.variation}: only {cell.accepted} accepted candidates "
-            f"(asked for {self.per_variation}); took all of them."
-            for cell in self.shortfalls
-        ]
+        """One line per short cell, and one line naming the empty cells."""
+        messages = []
+        for cell in self.short_cells:
+            took = "took it" if cell.drawn == 1 else f"took all {cell.drawn}"
+            messages.append(
+                f"{cell.dataset} / {cell.variation}: {cell.accepted} accepted candidate{pluralize(cell.accepted)}, "
+                f"{self.per_variation} asked for; {took}."
+            )
+        if empty := self.empty_cells:
+            names = ", ".join(f"{cell.dataset} / {cell.variation}" for cell in empty)
+            messages.append(
+                f"No accepted candidate, nothing sampled, in {len(empty)} cell{pluralize(len(empty))}: {names}."
+            )
+        return messages
 
     def as_dict(self) -> dict:
         return {

@@ -6,6 +6,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("settings/", views.preferences, name="preferences"),
     path("studies/", views.study_list, name="study_list"),
+    path("studies/example_pairs.csv", views.example_pairs_file, name="example_pairs_file"),
     path("studies/<slug:slug>/", views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/import/", views.study_import, name="study_import"),
     path("studies/<slug:slug>/rewrites/", views.study_import_rewrites, name="study_import_rewrites"),
@@ -18,7 +19,9 @@ urlpatterns = [
     path("read/<slug:slug>/guide/", views.reader_guide, name="reader_guide"),
     path("read/<slug:slug>/<str:task>/practice/", views.practice_next, name="practice_next"),
     path("read/p/<uuid:attempt_id>/", views.practice_page, name="practice_page"),
+    path("people/locked/", views.locked_logins, name="locked_logins"),
     path("read/<slug:slug>/<str:task>/next/", views.reading_next, name="reading_next"),
     path("read/a/<uuid:assignment_id>/", views.reading_page, name="reading_page"),
     path("adjudicate/<uuid:adjudication_id>/", views.adjudication_page, name="adjudication_page"),
+    path("adjudicate/<slug:slug>/next/", views.adjudication_next, name="adjudication_next"),
 ]

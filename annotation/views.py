@@ -1,17 +1,21 @@
 import uuid
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
-from annotation.decorators import role_required
+from annotation.accounts import UnlockRefused, attempts_left, cool_off_text, locked_accounts, unlock_account
+from annotation.decorators import SESSION_ENDED, role_required
 from annotation.forms import (
     ConfirmGuideForm,
     GuideForm,
@@ -35,7 +39,7 @@ from annotation.guide import (
     publish_guide,
     render_guide,
 )
-from annotation.importing import ImportRejected
+from annotation.importing import COLUMN_HELP, EXAMPLE_PAIRS, ImportRejected
 from annotation.models import Assignment, AssignmentStatus, GuideVersion, PracticeAttempt, Rating, Role, Study, Task
 from annotation.practice import (
     PendingStep,
@@ -53,6 +57,7 @@ from annotation.practice import (
 )
 from annotation.preferences import current_preferences, remember_preferences
 from annotation.reading import (
+    home_studies,
     next_assignment,
     queue_position,
     reader_queues,
@@ -60,7 +65,7 @@ from annotation.reading import (
 )
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs, save_preferences
-from consensus.adjudication import adjudication_queue, prior_ratings
+from consensus.adjudication import adjudication_queue, adjudication_queues, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,
@@ -77,12 +82,59 @@ from consensus.services import (
 UNPROCESSABLE = 422
 
 
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for on pages without our icon link (the admin's): the site's icon.
+
+    Resolved per request: the static files' manifest may not exist yet when the URLconf loads.
+    """
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
+class LoginView(auth_views.LoginView):
+    """Django's log-in page, saying why one is here and how many attempts are left.
+
+    A logged-in user is told who they are and offered the way on instead of the form.
+    """
+
+    def get_context_data(self, **kwargs) -> dict:
+        context = super().get_context_data(**kwargs)
+        context["session_ended"] = self.request.GET.get(SESSION_ENDED) is not None
+        return context
+
+    def form_invalid(self, form) -> HttpResponse:
+        left = attempts_left(self.request, form.data.get("username", ""))
+        return self.render_to_response(self.get_context_data(form=form, attempts_left=left))
+
+
+@role_required(Role.COORDINATOR)
+def locked_logins(request: HttpRequest) -> HttpResponse:
+    """Accounts locked out after repeated failed log-ins, with an Unlock button each."""
+    if request.method == "POST":
+        username = request.POST.get("username", "")
+        try:
+            unlock_account(username, actor=request.user)
+        except UnlockRefused as refused:
+            messages.error(request, str(refused))
+        else:
+            messages.success(request, f"{username} can log in again.")
+        return redirect("locked_logins")
+    context = {
+        "accounts": locked_accounts(),
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "cool_off": cool_off_text(),
+    }
+    return render(request, "registration/locked_logins.html", context)
+
+
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     if has_role(request.user, Role.COORDINATOR):
         return redirect("study_list")
     if has_role(request.user, Role.READER) or has_role(request.user, Role.ADJUDICATOR):
         return redirect("reader_home")
+    if has_role(request.user, Role.DATA_MANAGER):
+        # The data manager's start page: the studies, their state and last release.
+        return redirect("release_index")
     return render(request, "annotation/home.html")
 
 
@@ -116,6 +168,7 @@ def _study_context(study: Study, **extra) -> dict:
     return {
         "study": study,
         "summary": study.candidate_summary(),
+        "columns": COLUMN_HELP,
         "import_form": ImportForm(),
         "rewrites_form": RewriteImportForm(),
         "sample_form": SampleForm(initial={"per_variation": study.sample_per_variation or 10}),
@@ -129,10 +182,20 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "annotation/study_detail.html", _study_context(study))
 
 
-@require_POST
+@role_required(Role.COORDINATOR)
+def example_pairs_file(request: HttpRequest) -> FileResponse:
+    """The small example import file of the README, to download from the import form."""
+    return FileResponse(
+        EXAMPLE_PAIRS.open("rb"), as_attachment=True, filename=EXAMPLE_PAIRS.name, content_type="text/csv"
+    )
+
+
 @role_required(Role.COORDINATOR)
 def study_import(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        # The form posts here; an address typed or bookmarked goes to the form itself.
+        return redirect(reverse("study_detail", args=[study.slug]) + "#import-heading")
     form = ImportForm(request.POST, request.FILES)
     context = {"study": study, "import_form": form}
     status = 200
@@ -140,8 +203,10 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
         status = UNPROCESSABLE
     else:
         upload = form.cleaned_data["file"]
+        # "Import this file now" after a dry run sends the same form again, for real.
+        dry_run = form.cleaned_data["dry_run"] and "import_now" not in request.POST
         try:
-            report = import_pairs(study, upload.read(), filename=upload.name, dry_run=form.cleaned_data["dry_run"])
+            report = import_pairs(study, upload.read(), filename=upload.name, dry_run=dry_run)
         except ImportRejected as rejected:
             context["problems"] = rejected.problems
             status = UNPROCESSABLE
@@ -151,7 +216,6 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_partial(request, "import-result", context, status=status)
 
 
-@require_POST
 @role_required(Role.COORDINATOR)
 def study_import_rewrites(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
@@ -177,6 +241,8 @@ def study_import_rewrites(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR)
 def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        return redirect(reverse("study_detail", args=[study.slug]) + "#sample-heading")
     form = SampleForm(request.POST)
     context = {"study": study, "sample_form": form}
     status = 200
@@ -196,6 +262,7 @@ def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             context["sample_report"] = report
             context["summary"] = study.candidate_summary()
+            study.refresh_from_db()
     return _render_partial(request, "sample-result", context, status=status)
 
 
@@ -242,8 +309,23 @@ def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignmen
 @role_required(Role.READER, Role.ADJUDICATOR)
 def reader_home(request: HttpRequest) -> HttpResponse:
     queues = reader_queues(request.user) if has_role(request.user, Role.READER) else []
-    adjudications = adjudication_queue(request.user) if has_role(request.user, Role.ADJUDICATOR) else None
-    return render(request, "annotation/reader_home.html", {"queues": queues, "adjudications": adjudications})
+    adjudicates = has_role(request.user, Role.ADJUDICATOR)
+    adjudications = adjudication_queues(request.user) if adjudicates else []
+    studies = home_studies(queues, adjudications)
+    return render(request, "annotation/reader_home.html", {"studies": studies, "adjudicates": adjudicates})
+
+
+@role_required(Role.ADJUDICATOR)
+def adjudication_next(request: HttpRequest, slug: str) -> HttpResponse:
+    """The adjudicator's next open adjudication in a study, or home when none waits."""
+    study = get_object_or_404(
+        Study.objects.filter(examples__adjudications__adjudicator=request.user).distinct(), slug=slug
+    )
+    following = adjudication_queue(request.user, study_id=study.pk)["next"]
+    if following is None:
+        messages.success(request, f"No adjudication is waiting for you in {study.name} now. Thank you.")
+        return redirect("reader_home")
+    return redirect("adjudication_page", following.public_id)
 
 
 @role_required(Role.READER)
@@ -345,7 +427,7 @@ def _own_adjudication(request: HttpRequest, adjudication_id: uuid.UUID) -> Adjud
 
 
 def _adjudication_context(adjudication: Adjudication, form: RatingForm | None = None, **extra) -> dict:
-    queue = adjudication_queue(adjudication.adjudicator)
+    queue = adjudication_queue(adjudication.adjudicator, study_id=adjudication.example.study_id)
     is_open = adjudication.status == AdjudicationStatus.OPEN
     if form is None and is_open:
         form = RatingForm(task=adjudication.task, initial={"form_token": uuid.uuid4()})
@@ -385,7 +467,7 @@ def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpR
             return render(request, panel, _adjudication_context(adjudication, form), status=UNPROCESSABLE)
         except NotFound:
             raise Http404 from None
-        following = adjudication_queue(request.user)["next"]
+        following = adjudication_queue(request.user, study_id=adjudication.example.study_id)["next"]
         if following is None:
             if not request.htmx:
                 return redirect("reader_home")

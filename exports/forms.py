@@ -27,7 +27,7 @@ class ReleaseForm(forms.Form):
     license_text = forms.CharField(
         label="Licence text",
         strip=False,
-        widget=forms.Textarea(attrs={"rows": 6}),
+        widget=forms.Textarea(attrs={"rows": 18, "cols": 80, "class": "licence-text", "spellcheck": "false"}),
         help_text="Written to LICENSE.txt exactly as given.",
         error_messages={"required": "A release needs its licence text: paste it here."},
     )

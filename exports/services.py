@@ -17,18 +17,20 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Count, OuterRef, Subquery
 from django.tasks import TaskResultStatus
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from annotation.models import Annotation, Dataset, Example, GuideVersion, Rating, Study, Task
+from annotation.models import Annotation, Dataset, Example, ExampleState, GuideVersion, Rating, Study, Task
 from consensus.models import LabelSource
 from exports import rows
 from exports.models import HEARTBEAT_TIMEOUT, Release, ReleaseAction, ReleaseEvent, ReleaseStatus
@@ -573,3 +575,39 @@ def _enqueue_build(release_pk: int, public_id: str) -> None:
         )
         return
     Release.objects.filter(pk=release_pk).update(task_id=str(result.id))
+
+
+# A task that has waited this long while none runs means no worker is taking tasks.
+WORKER_SILENCE = timedelta(minutes=1)
+
+
+def worker_seems_stopped() -> bool:
+    """True when a background task (a release build, a results computation) has waited more than
+    WORKER_SILENCE to start while none is running: the worker process is not running.
+
+    The worker leaves no other trace, so this can tell only once something waits for it.
+    """
+    waiting = DBTaskResult.objects.filter(
+        status=TaskResultStatus.READY, run_after__lte=timezone.now() - WORKER_SILENCE
+    ).exists()
+    return waiting and not DBTaskResult.objects.filter(status=TaskResultStatus.RUNNING).exists()
+
+
+def studies_with_last_release() -> list[Study]:
+    """Every study with its reading state (examples, with a consensus) and its last release build.
+
+    One query: counts and the last build are subqueries, so the rows do not multiply.
+    """
+    examples = Example.objects.filter(study=OuterRef("pk")).order_by().values("study")
+    last = Release.objects.filter(study=OuterRef("pk"), deleted_at__isnull=True).order_by("-created_at", "-pk")
+    studies = Study.objects.annotate(
+        n_examples=Subquery(examples.annotate(n=Count("pk")).values("n")[:1]),
+        n_consensus=Subquery(examples.filter(state=ExampleState.CONSENSUS).annotate(n=Count("pk")).values("n")[:1]),
+        last_version=Subquery(last.values("version")[:1]),
+        last_status=Subquery(last.values("status")[:1]),
+        last_release_at=Subquery(last.values("created_at")[:1]),
+    ).order_by("name")
+    studies = list(studies)
+    for study in studies:
+        study.last_status_label = ReleaseStatus(study.last_status).label if study.last_status else ""
+    return studies

@@ -267,3 +267,22 @@ if (document.readyState === "loading") {
 } else {
   setUpRefreshControls();
 }
+
+// Logging out clears this user's reading drafts from the browser (reading.js keeps them in
+// localStorage under the user's opaque key). An expired session keeps them: the reader comes back.
+document.addEventListener("submit", function (event) {
+  const owner = document.body.dataset.draftOwner;
+  if (!owner || !event.target.matches("form[data-logout]")) {
+    return;
+  }
+  const prefix = "readingroom-draft:" + owner + ":";
+  try {
+    Object.keys(localStorage).filter(function (key) {
+      return key.startsWith(prefix);
+    }).forEach(function (key) {
+      localStorage.removeItem(key);
+    });
+  } catch (error) {
+    // Storage disabled: there is nothing to clear.
+  }
+});

@@ -6,9 +6,44 @@
     return document.getElementById("rating-form");
   }
 
-  function draftKey(form) {
-    return "readingroom-draft:" + form.dataset.draftKey;
+  // Drafts live in localStorage (every tab of this browser), under the user's opaque key and the
+  // item's public id: another user of the same browser never sees them; logging out clears them
+  // (app.js). Without an owner key (not logged in) nothing is kept.
+  function draftKey(itemKey) {
+    const owner = document.body.dataset.draftOwner;
+    return owner ? "readingroom-draft:" + owner + ":" + itemKey : null;
   }
+
+  const drafts = {
+    get: function (itemKey) {
+      const key = draftKey(itemKey);
+      try {
+        return key ? JSON.parse(localStorage.getItem(key) || "null") : null;
+      } catch (error) {
+        return null;
+      }
+    },
+    set: function (itemKey, draft) {
+      const key = draftKey(itemKey);
+      try {
+        if (key) {
+          localStorage.setItem(key, JSON.stringify(draft));
+        }
+      } catch (error) {
+        // Storage may be full or disabled; the draft is a convenience only.
+      }
+    },
+    remove: function (itemKey) {
+      const key = draftKey(itemKey);
+      try {
+        if (key) {
+          localStorage.removeItem(key);
+        }
+      } catch (error) {
+        // As above.
+      }
+    },
+  };
 
   // The rationale is required the moment a label that needs one is chosen.
   function applyRationaleRule(form) {
@@ -24,23 +59,14 @@
   function saveDraft(form) {
     const chosen = form.querySelector("input[name=rating]:checked");
     const rationale = form.querySelector("textarea[name=rationale]");
-    try {
-      sessionStorage.setItem(draftKey(form), JSON.stringify({
-        rating: chosen ? chosen.value : "",
-        rationale: rationale.value,
-      }));
-    } catch (error) {
-      // Storage may be full or disabled; the draft is a convenience only.
-    }
+    drafts.set(form.dataset.draftKey, {
+      rating: chosen ? chosen.value : "",
+      rationale: rationale.value,
+    });
   }
 
   function restoreDraft(form) {
-    let draft = null;
-    try {
-      draft = JSON.parse(sessionStorage.getItem(draftKey(form)) || "null");
-    } catch (error) {
-      draft = null;
-    }
+    const draft = drafts.get(form.dataset.draftKey);
     if (!draft) {
       return;
     }
@@ -59,7 +85,7 @@
   function setUp(root) {
     const stored = root.querySelector ? root.querySelector("[data-stored-for]") : null;
     if (stored) {
-      sessionStorage.removeItem("readingroom-draft:" + stored.dataset.storedFor);
+      drafts.remove(stored.dataset.storedFor);
     }
     const form = currentForm();
     if (!form || form.dataset.ready) {
@@ -151,10 +177,13 @@
     }
   });
 
-  document.addEventListener("htmx:afterRequest", function (event) {
-    const form = event.detail.elt;
-    if (form && form.id === "rating-form" && event.detail.successful) {
-      sessionStorage.removeItem(draftKey(form));
+  // Before the swap, while the form is still in the page (htmx:afterRequest comes after the swap,
+  // on an element that is no longer the form).
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const form = event.detail.requestConfig && event.detail.requestConfig.elt;
+    const status = event.detail.xhr.status;
+    if (form && form.id === "rating-form" && status >= 200 && status < 300) {
+      drafts.remove(form.dataset.draftKey);
     }
   });
 
@@ -189,7 +218,7 @@
         "so your rating was not saved.", form.dataset.queuesUrl);
     } else {
       showNotSaved(form, "Your rating was not saved (the server answered " + status + "). " +
-        "Reload the page and submit again: your choice and rationale are kept in this tab.");
+        "Reload the page and submit again: your choice and rationale are kept in this browser.");
     }
   });
 
@@ -197,7 +226,7 @@
     const form = event.detail.elt;
     if (form && form.id === "rating-form") {
       showNotSaved(form, "Your rating was not saved: the server could not be reached. " +
-        "Check your connection and submit again; your choice and rationale are kept in this tab.");
+        "Check your connection and submit again; your choice and rationale are kept in this browser.");
     }
   });
 

@@ -115,7 +115,7 @@ def test_the_continue_links_of_the_home_page_say_where_they_go(page: Page, world
     expect(page.get_by_role("link", name="Continue", exact=True)).to_have_count(0)
     log_in(page, world.adjudicator)
     page.goto("/read/")
-    expect(page.get_by_role("link", name="Continue adjudication", exact=True)).to_be_visible()
+    expect(page.get_by_role("link", name="Continue adjudication, Chest study", exact=True)).to_be_visible()
 
 
 @pytest.mark.parametrize(

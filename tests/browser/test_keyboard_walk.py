@@ -99,7 +99,7 @@ def test_an_adjudicator_settles_splits_without_scrolling_back(zoom_page: Page, w
     first, second = world.adjudications()
     log_in(page, world.adjudicator)
     page.goto("/read/")
-    page.get_by_role("link", name="Continue adjudication").focus()
+    page.get_by_role("link", name="Continue adjudication, Chest study").focus()
     with page.expect_navigation():
         page.keyboard.press("Enter")
     expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"^Item 1 of 2, Adjudication"))
