@@ -219,6 +219,8 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR)
 def study_import_rewrites(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        return redirect(reverse("study_detail", args=[study.slug]) + "#rewrites-heading")
     form = RewriteImportForm(request.POST, request.FILES)
     context = {"study": study, "rewrites_form": form}
     status = 200
@@ -237,7 +239,6 @@ def study_import_rewrites(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_partial(request, "rewrites-result", context, status=status)
 
 
-@require_POST
 @role_required(Role.COORDINATOR)
 def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)

@@ -227,13 +227,15 @@ def test_the_upload_requires_the_coordinator_role(originals, client, study, role
     assert not CandidatePair.objects.exists()
 
 
-def test_the_upload_requires_login_and_post(originals, client, coordinator, study):
+def test_the_upload_requires_login_and_a_get_goes_to_the_form(originals, client, coordinator, study):
     url = reverse("study_import_rewrites", args=[study.slug])
     response = client.post(url, {"file": SimpleUploadedFile("r.csv", rewrites_csv([rewrite()]))})
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
     assert _upload(client, study, rewrites_csv([rewrite()]))["HX-Redirect"].startswith("/accounts/login/")
     client.force_login(coordinator)
-    assert client.get(reverse("study_import_rewrites", args=[study.slug])).status_code == 405
+    # An address typed or bookmarked goes to the form itself.
+    response = client.get(reverse("study_import_rewrites", args=[study.slug]))
+    assert response.status_code == 302 and response["Location"] == f"/studies/{study.slug}/#rewrites-heading"
     assert _upload(client, Study(slug="nope"), rewrites_csv([rewrite()])).status_code == 404
 
 

@@ -220,7 +220,7 @@ def test_the_example_file_is_for_coordinators(client, study):
     assert client.get(reverse("example_pairs_file")).status_code == 403
 
 
-@pytest.mark.parametrize("name", ["study_import", "study_sample"])
+@pytest.mark.parametrize("name", ["study_import", "study_sample", "study_import_rewrites"])
 def test_a_get_of_a_form_address_goes_to_the_form(coordinator_client, study, name):
     response = coordinator_client.get(reverse(name, args=[study.slug]))
     assert response.status_code == 302

@@ -208,10 +208,12 @@ def test_every_number_links_to_the_examples_it_counts(client, coordinator):
     html = client.get(reverse("study_progress", args=[study.slug])).content.decode()
 
     link = re.search(
-        r'<a href="(/studies/[^"]+/examples/\?task=realism&amp;variation=([^&]+)&amp;state=waiting)">(\d+)</a>', html
+        r'<a href="(/studies/[^"]+/examples/\?task=realism&amp;variation=([^&]+)&amp;state=waiting)">(\d+)<span class="visually-hidden"> ([^<]+)</span></a>', html
     )
     assert link, "no linked Task 1 waiting cell"
     url, variation, count = link.group(1).replace("&amp;", "&"), link.group(2), int(link.group(3))
+    # The link's name says what it counts: no two links of the table share a name.
+    assert link.group(4).startswith("waiting for reads: ") and link.group(4).endswith(", Task 1: Realism")
     listed = client.get(url).content.decode()
     examples = Example.objects.filter(study=study, task=Task.REALISM, pair__variation__key=variation, state="waiting")
     assert examples.count() == count
