@@ -9,15 +9,25 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analysis.services import ResultsRefused, ResultsState, check_scope, request_results, retry_results
+from analysis.services import (
+    ResultsRefused,
+    ResultsState,
+    check_scope,
+    import_metric_scores,
+    request_results,
+    retry_results,
+)
+from annotation.importing import ImportRejected
 from annotation.models import Role, Study
+from annotation.permissions import IsCoordinator
 from annotation.roles import has_role
-from annotation.serializers import DetailSerializer
+from annotation.serializers import DetailSerializer, ImportErrorSerializer
 
 TAGS = ["results"]
 RETRY_AFTER_SECONDS = 2
@@ -95,3 +105,49 @@ class StudyResultsView(APIView):
         if not state.is_current:
             return _computing(state)
         return Response(state.document())
+
+
+class MetricScoresRequestSerializer(serializers.Serializer):
+    file = serializers.FileField(allow_empty_file=True)
+    replace = serializers.BooleanField(default=False)
+    dry_run = serializers.BooleanField(default=False)
+
+
+class MetricScoresResultSerializer(serializers.Serializer):
+    metrics = serializers.DictField(child=serializers.IntegerField(), help_text="Rows per metric in the file.")
+    created = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    replaced = serializers.IntegerField()
+    dry_run = serializers.BooleanField()
+
+
+class StudyMetricScoresView(APIView):
+    permission_classes = [IsCoordinator]
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        tags=TAGS,
+        request={"multipart/form-data": MetricScoresRequestSerializer},
+        responses={
+            201: MetricScoresResultSerializer,
+            200: MetricScoresResultSerializer,
+            400: ImportErrorSerializer,
+        },
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        """Import a CSV of metric scores computed elsewhere (see the README for its columns), all or nothing."""
+        study = get_object_or_404(Study, slug=slug)
+        form = MetricScoresRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            report = import_metric_scores(
+                study,
+                form.validated_data["file"].read(),
+                user=request.user,
+                dry_run=form.validated_data["dry_run"],
+                replace=form.validated_data["replace"],
+            )
+        except ImportRejected as rejected:
+            return Response({"errors": [p.as_dict() for p in rejected.problems]}, status=status.HTTP_400_BAD_REQUEST)
+        changed = (report.created or report.replaced) and not report.dry_run
+        return Response(report.as_dict(), status=status.HTTP_201_CREATED if changed else status.HTTP_200_OK)

@@ -20,8 +20,10 @@ from collections.abc import Iterator
 import pandas as pd
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
+from analysis.metrics import report_text
+from analysis.models import ImportedMetric, MetricScore
 from analysis.release_folder import ANALYSIS_COLUMNS
-from annotation.models import Assignment, Study, StudyMember, Task
+from annotation.models import Assignment, CandidatePair, Study, StudyMember, Task
 from exports import rows
 
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
@@ -116,3 +118,37 @@ def study_reads(study: Study, *, datasets: list[str] | None = None) -> pd.DataFr
     return frame.sort_values(["task", "dataset", "study_id", "reref_variation", "report_type", "slot"]).reset_index(
         drop=True
     )
+
+
+def study_pair_texts(study: Study, *, datasets: list[str] | None = None) -> pd.DataFrame:
+    """The sampled pairs' two reports (analysis.sensitivity.PAIR_TEXTS), as a release's task2_full gives them."""
+    pairs = CandidatePair.objects.filter(study=study, sampled=True)
+    if datasets:
+        pairs = pairs.filter(dataset__key__in=datasets)
+    rows = [
+        (dataset, study_id, variation, report_text(of, oi), report_text(af, ai))
+        for dataset, study_id, variation, of, oi, af, ai in pairs.order_by().values_list(
+            "dataset__key", "source_study_id", "variation__key", "original_findings", "original_impression",
+            "alternative_findings", "alternative_impression",
+        ).iterator(chunk_size=5000)
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["dataset", "study_id", "reref_variation", "original", "alternative"])
+    return frame.sort_values(["dataset", "study_id", "reref_variation"], kind="stable").reset_index(drop=True)
+
+
+def study_imported_scores(study: Study, *, datasets: list[str] | None = None) -> tuple[pd.DataFrame, dict]:
+    """The study's imported metric scores of sampled pairs (analysis.sensitivity.SCORES) and their perfect scores."""
+    scores = MetricScore.objects.filter(metric__study=study, pair__sampled=True)
+    if datasets:
+        scores = scores.filter(pair__dataset__key__in=datasets)
+    rows = scores.order_by().values_list(
+        "pair__dataset__key", "pair__source_study_id", "pair__variation__key", "metric__name", "score"
+    )
+    frame = pd.DataFrame(
+        [(d, s, v, m, "imported", score) for d, s, v, m, score in rows.iterator(chunk_size=5000)],
+        columns=["dataset", "study_id", "reref_variation", "metric", "direction", "score"],
+    )
+    perfect = dict(
+        ImportedMetric.objects.filter(study=study, perfect_score__isnull=False).values_list("name", "perfect_score")
+    )
+    return frame, perfect

@@ -27,14 +27,22 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import pandas as pd
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
-from analysis.live import study_frames
+from analysis.live import study_frames, study_imported_scores, study_pair_texts
+from analysis.metric_import import parse_metric_scores
+from analysis.metrics import MetricCache, metrics_version
+from analysis.models import ImportedMetric, MetricScore
 from analysis.reader_quality import reader_quality
 from analysis.report import write_results
 from analysis.results import SCHEMA, analyze
-from annotation.models import AuditAction, AuditEvent, Dataset, Study
+from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
+from analysis.sensitivity_report import attach, write_sensitivity
+from annotation.importing import ImportProblem, ImportRejected
+from annotation.models import AuditAction, AuditEvent, CandidatePair, Dataset, Study
 from exports.services import zip_release
 
 logger = logging.getLogger("readingroom.analysis")
@@ -103,7 +111,10 @@ def data_version(study: Study) -> str:
         .values_list("pk", flat=True)
         .first()
     )
-    state = [SCHEMA, RESULTS_SEED, last]
+    imported = list(
+        ImportedMetric.objects.filter(study=study).order_by("name").values_list("name", "imported_at", "perfect_score")
+    )
+    state = [SCHEMA, RESULTS_SEED, last, metrics_version(), [[n, str(at), p] for n, at, p in imported]]
     return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
 
 
@@ -252,11 +263,20 @@ def compute_results(study: Study, scope: Scope, *, requested_version: str = "") 
     reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
     readers = reader_quality(dataclasses.replace(frames, reads=reads))
     progress(70)
+    metric_sensitivity = None
+    if scope.task != "task1":
+        metric_sensitivity = study_sensitivity(
+            study, frames, dataset=scope.dataset, progress=lambda done, total: progress(70 + 20 * done // max(total, 1))
+        )
+        attach(results, metric_sensitivity)
+    progress(90)
 
     final = directory / version
     work = Path(tempfile.mkdtemp(prefix=".computing-", dir=directory))
     try:
         write_results(results, work / "analysis")
+        if metric_sensitivity is not None:
+            write_sensitivity(metric_sensitivity, work / "analysis")
         (work / "reader_quality.json").write_text(
             json.dumps([dataclasses.asdict(r) for r in readers], ensure_ascii=False), encoding="utf-8"
         )
@@ -278,3 +298,151 @@ def compute_results(study: Study, scope: Scope, *, requested_version: str = "") 
 
 def fail_results(study: Study, scope: Scope, version: str, error: str) -> None:
     _write_status(_scope_dir(study, scope) / f"{version}.status.json", "failed", error=error)
+
+
+# Metric sensitivity ------------------------------------------------------------------------------
+
+
+def metric_cache() -> MetricCache:
+    """The scores of the built-in metrics by text hash, shared by every study and analyze_release."""
+    return MetricCache(Path(settings.RESULTS_DIR) / "metric-cache.sqlite3")
+
+
+def study_sensitivity(study: Study, frames, *, dataset: str = "", progress=None) -> Sensitivity:
+    """Built-in and imported metrics on the study's sampled pairs, against its Task 2 consensus."""
+    datasets = [dataset] if dataset else None
+    pairs = study_pair_texts(study, datasets=datasets)
+    scores = builtin_scores(pairs, cache=metric_cache(), progress=progress)
+    imported, perfect = study_imported_scores(study, datasets=datasets)
+    if not imported.empty:
+        scores = pd.concat([scores, imported], ignore_index=True)
+    return sensitivity(scores, frames.task2_consensus, perfect=perfect)
+
+
+@dataclass(frozen=True)
+class MetricImportReport:
+    metrics: dict[str, int]  # rows per metric in the file
+    created: int
+    unchanged: int
+    replaced: int
+    dry_run: bool
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def summary(self) -> str:
+        what = "Would import" if self.dry_run else "Imported"
+        metrics = ", ".join(f"{name} ({rows} rows)" for name, rows in self.metrics.items())
+        return (
+            f"{what} {self.created} new scores, {self.replaced} replaced, {self.unchanged} already stored "
+            f"unchanged: {metrics}."
+        )
+
+
+def import_metric_scores(
+    study: Study, data: bytes, *, user=None, dry_run: bool = False, replace: bool = False
+) -> MetricImportReport:
+    """Import a CSV of metric scores (analysis.metric_import) for the study's sampled pairs, all or nothing.
+
+    Every row must name a sampled pair of the study. A score already stored with another value is
+    refused (naming the line) unless `replace`, which replaces every stored score of the metrics
+    in the file. Raises ImportRejected; the database is then unchanged.
+    """
+    parsed = parse_metric_scores(data, max_bytes=settings.READINGROOM_IMPORT_MAX_BYTES)
+    datasets = {d.key: d for d in Dataset.objects.all()}
+    pairs = {
+        (dataset, study_id, variation): pk
+        for pk, dataset, study_id, variation in CandidatePair.objects.filter(study=study, sampled=True)
+        .order_by()
+        .values_list("pk", "dataset__key", "source_study_id", "variation__key")
+        .iterator(chunk_size=5000)
+    }
+    problems: list[ImportProblem] = []
+    wanted: dict[tuple[str, int], tuple[int, float]] = {}
+    for row in parsed.rows:
+        dataset = datasets.get(row.dataset)
+        study_id = dataset.normalize_study_id(row.study_id) if dataset else row.study_id
+        pair = pairs.get((row.dataset, study_id, row.reref_variation))
+        if pair is None:
+            problems.append(
+                ImportProblem(
+                    f"No sampled pair {row.dataset} / {row.study_id} / {row.reref_variation} in study {study.slug}. "
+                    "Scores are imported for the sampled pairs only: check the three key columns.",
+                    line=row.line,
+                    field="study_id",
+                )
+            )
+            if len(problems) >= 50:
+                break
+            continue
+        wanted[(row.metric, pair)] = (row.line, row.score)
+    if problems:
+        raise ImportRejected(problems)
+
+    counts: dict[str, int] = {}
+    for metric, _ in wanted:
+        counts[metric] = counts.get(metric, 0) + 1
+    created = unchanged = replaced = 0
+    with transaction.atomic():
+        # One metric import per study at a time.
+        Study.objects.select_for_update().filter(pk=study.pk).exists()
+        existing = {m.name: m for m in ImportedMetric.objects.filter(study=study, name__in=list(counts))}
+        stored = {
+            (name, pair): score
+            for name, pair, score in MetricScore.objects.filter(metric__in=list(existing.values()))
+            .order_by()
+            .values_list("metric__name", "pair_id", "score")
+        }
+        for (metric, pair), (line, score) in wanted.items():
+            old = stored.get((metric, pair))
+            if old is None:
+                created += 1
+            elif old == score:
+                unchanged += 1
+            elif replace:
+                replaced += 1
+            else:
+                problems.append(
+                    ImportProblem(
+                        f"Metric '{metric}' is already stored for this pair with score {old!r}. Import with "
+                        "replace to replace every stored score of the metrics in this file.",
+                        line=line,
+                        field="score",
+                    )
+                )
+                if len(problems) >= 50:
+                    break
+        for name, metric in existing.items():
+            if metric.perfect_score != parsed.perfect.get(name) and not replace:
+                problems.append(
+                    ImportProblem(
+                        f"Metric '{name}' is stored with perfect_score {metric.perfect_score!r}, the file gives "
+                        f"{parsed.perfect.get(name)!r}. Give the same value, or import with replace.",
+                        field="perfect_score",
+                    )
+                )
+        if problems:
+            raise ImportRejected(problems)
+        report = MetricImportReport(counts, created, unchanged, replaced, dry_run)
+        if dry_run or (created == 0 and replaced == 0 and len(existing) == len(counts)):
+            return report
+        now = timezone.now()
+        for name in counts:
+            metric = existing.get(name)
+            if metric is None:
+                metric = ImportedMetric.objects.create(
+                    study=study, name=name, perfect_score=parsed.perfect.get(name), imported_at=now, imported_by=user
+                )
+                existing[name] = metric
+            else:
+                metric.perfect_score, metric.imported_at, metric.imported_by = parsed.perfect.get(name), now, user
+                metric.save(update_fields=["perfect_score", "imported_at", "imported_by"])
+                if replace:
+                    metric.scores.all().delete()
+        rows = [
+            MetricScore(metric=existing[name], pair_id=pair, score=score)
+            for (name, pair), (_, score) in wanted.items()
+            if replace or (name, pair) not in stored
+        ]
+        MetricScore.objects.bulk_create(rows, batch_size=5000)
+    return report

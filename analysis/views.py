@@ -1,15 +1,19 @@
 """A study's Results page (coordinators and data managers), its figures and its download."""
 
+import re
+
+from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.csp import CSP
 from django.views.decorators.csp import csp_override
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
-from analysis import presentation
+from analysis import presentation, sensitivity_presentation
 from analysis.figures import FIGURES, TITLES
+from analysis.forms import MetricScoresForm
 from analysis.live import reader_keys
 from analysis.services import (
     TASKS,
@@ -17,16 +21,19 @@ from analysis.services import (
     ResultsState,
     Scope,
     check_scope,
+    import_metric_scores,
     request_results,
     results_state,
     retry_results,
     study_datasets,
 )
 from annotation.decorators import role_required
+from annotation.importing import ImportRejected
 from annotation.models import Role, Study
 from annotation.roles import has_role
 
 BAD_REQUEST = 400
+METRIC_FIGURE = re.compile(r"metric_[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}")
 CONTENT_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
 # A figure is an image: no scripts, and matplotlib's SVG styles itself inline.
 FIGURE_CSP = {"default-src": [CSP.NONE], "style-src": [CSP.UNSAFE_INLINE], "frame-ancestors": [CSP.NONE]}
@@ -49,6 +56,7 @@ def _context(study: Study, state: ResultsState | None, user: AbstractBaseUser, *
         "datasets": study_datasets(study),
         "tasks": TASKS,
         "is_coordinator": has_role(user, Role.COORDINATOR),
+        "metric_form": MetricScoresForm(),
         **extra,
     }
     document = state.document() if state else None
@@ -66,6 +74,9 @@ def _context(study: Study, state: ResultsState | None, user: AbstractBaseUser, *
     context |= {
         "document": document,
         "sections": presentation.sections(document, figures),
+        "metric_section": sensitivity_presentation.section(
+            document, lambda name, fmt: reverse("results_figure", args=[study.slug, name, fmt]) + query
+        ),
         "download_url": reverse("results_download", args=[study.slug]) + query,
         "api_url": reverse("api_study_results", args=[study.slug]) + query,
     }
@@ -108,7 +119,7 @@ def study_results(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR, Role.DATA_MANAGER)
 def results_figure(request: HttpRequest, slug: str, name: str, fmt: str) -> FileResponse:
     study = get_object_or_404(Study, slug=slug)
-    if name not in FIGURES or fmt not in CONTENT_TYPES:
+    if (name not in FIGURES and not METRIC_FIGURE.fullmatch(name)) or fmt not in CONTENT_TYPES:
         raise Http404("No such figure.")
     try:
         scope = _scope(request, study)
@@ -135,3 +146,31 @@ def results_download(request: HttpRequest, slug: str) -> FileResponse:
         raise Http404("These results have not been computed yet. Open the Results page to compute them.")
     filename = f"{study.slug}-results-{scope.name}.zip"
     return FileResponse(path.open("rb"), as_attachment=True, filename=filename, content_type="application/zip")
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def results_metric_scores(request: HttpRequest, slug: str) -> HttpResponse:
+    """Import a CSV of metric scores computed elsewhere; the results are then computed again."""
+    study = get_object_or_404(Study, slug=slug)
+    form = MetricScoresForm(request.POST, request.FILES)
+    problems: list = []
+    if form.is_valid():
+        try:
+            report = import_metric_scores(
+                study,
+                form.cleaned_data["file"].read(),
+                user=request.user,
+                dry_run=form.cleaned_data["dry_run"],
+                replace=form.cleaned_data["replace"],
+            )
+        except ImportRejected as rejected:
+            problems = [str(problem) for problem in rejected.problems]
+        else:
+            messages.success(request, report.summary())
+            return redirect(reverse("study_results", args=[study.slug]) + "#metric-sensitivity")
+    else:
+        problems = [f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()]
+    state = request_results(study, Scope())
+    context = _context(study, state, request.user, scope=Scope(), query="", metric_form=form, metric_problems=problems)
+    return render(request, "analysis/study_results.html", context, status=BAD_REQUEST)

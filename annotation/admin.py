@@ -8,6 +8,12 @@ from annotation.models import (
     CandidatePair,
     Dataset,
     Example,
+    GuideAcknowledgement,
+    GuideVersion,
+    OriginalReport,
+    PracticeAttempt,
+    PracticeItem,
+    Preferences,
     ReaderProfile,
     ReaderQueue,
     Study,
@@ -54,6 +60,17 @@ class VariationAdmin(admin.ModelAdmin):
     list_display = ["key", "label", "dimension", "study", "position"]
     list_filter = ["study", "dimension"]
     list_select_related = ["study"]
+
+
+@admin.register(OriginalReport)
+class OriginalReportAdmin(ReadOnlyAdmin):
+    """Stored by import_reports; never changed (a rewrite file is joined to them)."""
+
+    list_display = ["source_study_id", "dataset", "source", "created_at"]
+    list_filter = ["dataset"]
+    list_select_related = ["dataset"]
+    search_fields = ["source_study_id"]
+    show_full_result_count = False
 
 
 @admin.register(CandidatePair)
@@ -114,4 +131,41 @@ class ReaderQueueAdmin(ReadOnlyAdmin):
 class ReaderProfileAdmin(admin.ModelAdmin):
     list_display = ["user", "subspecialty"]
     list_filter = ["subspecialty"]
+    list_select_related = ["user"]
+
+
+@admin.register(GuideVersion)
+class GuideVersionAdmin(ReadOnlyAdmin):
+    """Versions are written from the study's Guide and practice page (or its API); never changed."""
+
+    list_display = ["study", "number", "author", "created_at"]
+    list_filter = ["study"]
+    list_select_related = ["study", "author"]
+
+
+@admin.register(GuideAcknowledgement)
+class GuideAcknowledgementAdmin(ReadOnlyAdmin):
+    list_display = ["reader", "version", "created_at"]
+    list_filter = ["study"]
+    list_select_related = ["reader", "version__study"]
+
+
+@admin.register(PracticeItem)
+class PracticeItemAdmin(admin.ModelAdmin):
+    list_display = ["study", "task", "report_type", "position", "reference_rating", "source"]
+    list_filter = ["study", "task"]
+    readonly_fields = ["public_id", "content_key", "created_at"]
+
+
+@admin.register(PracticeAttempt)
+class PracticeAttemptAdmin(ReadOnlyAdmin):
+    list_display = ["reader", "item", "rating", "rated_at"]
+    list_filter = ["study", "task"]
+    list_select_related = ["reader", "item"]
+
+
+@admin.register(Preferences)
+class PreferencesAdmin(admin.ModelAdmin):
+    list_display = ["user", "theme", "single_key_shortcuts"]
+    list_filter = ["theme", "single_key_shortcuts"]
     list_select_related = ["user"]

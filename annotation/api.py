@@ -1,5 +1,6 @@
 import uuid
 
+from django.db.models import Count
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -12,12 +13,46 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from annotation import serializers
+from annotation.guide import (
+    GuideRefused,
+    confirm_guide,
+    confirmations,
+    guide_changes,
+    guide_status,
+    publish_guide,
+    render_guide,
+)
 from annotation.importing import ImportRejected
-from annotation.models import Assignment, AssignmentStatus, CandidatePair, Dataset, Study, Task, Verdict
+from annotation.models import (
+    Assignment,
+    AssignmentStatus,
+    CandidatePair,
+    Dataset,
+    PracticeAttempt,
+    PracticeItem,
+    Study,
+    StudyMember,
+    Task,
+    Verdict,
+)
 from annotation.parsers import BoundedJSONParser
 from annotation.permissions import IsCoordinator, IsReader
+from annotation.practice import (
+    PendingStep,
+    PracticeRefused,
+    agreement_by_reader,
+    import_practice_items,
+    next_practice,
+    pending_step,
+    practice_reading_item,
+    practice_required,
+    set_practice_requirement,
+    set_skip_practice,
+    show_practice,
+    submit_practice,
+)
 from annotation.reading import next_assignment, queue_position, reader_queues, reading_item, undo_seconds_left
-from annotation.services import SamplingRefused, import_pairs, sample_pairs
+from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs
 from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.services import (
     AlreadySubmitted,
@@ -72,6 +107,28 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(report.as_dict(), status=code)
 
     @extend_schema(
+        request={"multipart/form-data": serializers.ImportRequestSerializer},
+        responses={
+            201: serializers.ImportResultSerializer,
+            200: serializers.ImportResultSerializer,
+            400: serializers.ImportErrorSerializer,
+        },
+    )
+    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser])
+    def rewrites(self, request: Request, slug: str | None = None) -> Response:
+        """Import a CSV or JSON Lines file of rewrites, each joined to its stored original report, all or nothing."""
+        study = self.get_object()
+        form = serializers.ImportRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        upload = form.validated_data["file"]
+        try:
+            report = import_rewrites(study, upload.read(), filename=upload.name, dry_run=form.validated_data["dry_run"])
+        except ImportRejected as rejected:
+            return Response({"errors": [p.as_dict() for p in rejected.problems]}, status=status.HTTP_400_BAD_REQUEST)
+        code = status.HTTP_201_CREATED if report.created and not report.dry_run else status.HTTP_200_OK
+        return Response(report.as_dict(), status=code)
+
+    @extend_schema(
         request=serializers.SampleRequestSerializer,
         responses={200: serializers.SampleResultSerializer, 409: serializers.DetailSerializer},
     )
@@ -117,6 +174,109 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         page = mark_hidden(self.paginate_queryset(pairs), hidden_pair_ids(request.user, study), "pk")
         return self.get_paginated_response(serializers.CandidatePairSerializer(page, many=True).data)
 
+    @extend_schema(
+        request=serializers.GuideRequestSerializer,
+        responses={200: serializers.StudyGuideSerializer, 201: serializers.StudyGuideSerializer,
+                   400: serializers.DetailSerializer},
+    )  # fmt: skip
+    @action(detail=True, methods=["get", "post"], parser_classes=[BoundedJSONParser, FormParser, MultiPartParser])
+    def guide(self, request: Request, slug: str | None = None) -> Response:
+        """The study's reader guide (Markdown): its current version, every version, who confirmed which.
+        POST {"text"} saves a new version (201), or changes nothing if the text is the current one's (200)."""
+        study = self.get_object()
+        created = None
+        if request.method == "POST":
+            form = serializers.GuideRequestSerializer(data=request.data)
+            if not form.is_valid():
+                field, problems = next(iter(form.errors.items()))
+                return Response({"detail": f"{field}: {problems[0]}"}, status=status.HTTP_400_BAD_REQUEST)
+            try:
+                _, created = publish_guide(study, form.validated_data["text"], author=request.user)
+            except GuideRefused as refused:
+                return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+        versions = list(study.guide_versions.select_related("author").order_by("-number"))
+        current = versions[0] if versions else None
+        body = {
+            "version": current.number if current else None,
+            "text": current.text if current else "",
+            "html": str(render_guide(current.text)) if current else "",
+            "versions": versions,
+            "confirmations": confirmations(study),
+        }
+        if created is not None:
+            body["created"] = created
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(serializers.StudyGuideSerializer(body).data, status=code)
+
+    @extend_schema(
+        request={"multipart/form-data": serializers.ImportRequestSerializer},
+        responses={200: serializers.PracticeStatusSerializer, 201: serializers.PracticeImportResultSerializer,
+                   400: serializers.ImportErrorSerializer},
+    )  # fmt: skip
+    @action(detail=True, methods=["get", "post"], parser_classes=[MultiPartParser, FormParser])
+    def practice(self, request: Request, slug: str | None = None) -> Response:
+        """GET: the practice round (requirement, items per task, who skips it, each reader's agreement with the
+        reference). POST: import practice items from a CSV or JSON Lines file, all or nothing."""
+        study = self.get_object()
+        if request.method == "POST":
+            form = serializers.ImportRequestSerializer(data=request.data)
+            form.is_valid(raise_exception=True)
+            upload = form.validated_data["file"]
+            try:
+                report = import_practice_items(
+                    study, upload.read(), filename=upload.name, dry_run=form.validated_data["dry_run"],
+                    actor=request.user,
+                )  # fmt: skip
+            except ImportRejected as rejected:
+                return Response(
+                    {"errors": [p.as_dict() for p in rejected.problems]}, status=status.HTTP_400_BAD_REQUEST
+                )
+            code = status.HTTP_201_CREATED if report.created and not report.dry_run else status.HTTP_200_OK
+            return Response(serializers.PracticeImportResultSerializer(report.as_dict()).data, status=code)
+        return Response(serializers.PracticeStatusSerializer(_practice_status(study)).data)
+
+    @extend_schema(
+        request=serializers.PracticeSettingsRequestSerializer,
+        responses={200: serializers.PracticeStatusSerializer, 400: serializers.DetailSerializer},
+    )
+    @action(
+        detail=True, methods=["post"], url_path="practice-settings",
+        parser_classes=[BoundedJSONParser, FormParser, MultiPartParser],
+    )  # fmt: skip
+    def practice_settings(self, request: Request, slug: str | None = None) -> Response:
+        """Set how many practice items per task come first ({"practice_items_required"}), and/or let a member skip
+        practice ({"username", "skip_practice"}; e.g. an automated judge)."""
+        study = self.get_object()
+        form = serializers.PracticeSettingsRequestSerializer(data=request.data)
+        if not form.is_valid():
+            field, problems = next(iter(form.errors.items()))
+            where = "" if field == api_settings.NON_FIELD_ERRORS_KEY else f"{field}: "
+            return Response({"detail": f"{where}{problems[0]}"}, status=status.HTTP_400_BAD_REQUEST)
+        data = form.validated_data
+        try:
+            if "username" in data:
+                # Checked first: a refusal changes nothing.
+                set_skip_practice(study, data["username"], data["skip_practice"], actor=request.user)
+            if "practice_items_required" in data:
+                set_practice_requirement(study, data["practice_items_required"], actor=request.user)
+        except PracticeRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(serializers.PracticeStatusSerializer(_practice_status(study)).data)
+
+
+def _practice_status(study: Study) -> dict:
+    items = dict(
+        PracticeItem.objects.filter(study=study).values("task").annotate(n=Count("pk")).values_list("task", "n")
+    )
+    return {
+        "practice_items_required": study.practice_items_required,
+        "items": {task: items.get(task, 0) for task in Task.values},
+        "skip_practice": sorted(
+            set(StudyMember.objects.filter(study=study, skip_practice=True).values_list("user__username", flat=True))
+        ),
+        "agreement": agreement_by_reader(study),
+    }
+
 
 # --- Reader API -------------------------------------------------------------------------------
 
@@ -149,6 +309,41 @@ def _own_assignment(request: Request, assignment_id: uuid.UUID | str) -> Assignm
         )
     except Assignment.DoesNotExist:
         raise NotFoundError from None
+
+
+def _step_refusal(step: PendingStep, study: Study, task: str) -> Response:
+    """409: what comes before the reader's next real item (the guide, or practice), and where."""
+    if step.kind == "guide":
+        how = f"GET /api/reading/guide/?study={study.slug}, then POST it back with its version."
+    else:
+        how = f"GET /api/reading/practice/?study={study.slug}&task={task} and rate the practice items."
+    body = {"detail": f"{step.detail} {how}", "required": step.kind, "study": study.slug, "task": task}
+    return Response(body, status=status.HTTP_409_CONFLICT)
+
+
+def _reader_study(request: Request) -> Study:
+    slug = request.query_params.get("study")
+    if not slug:
+        raise ValidationError({"study": "Give the study's slug: study=<slug>."})
+    study = Study.objects.of_reader(request.user).filter(slug=str(slug)).first()
+    if study is None:
+        raise NotFoundError("No such study of yours.")
+    return study
+
+
+def _practice_payload(attempt: PracticeAttempt) -> dict:
+    item = practice_reading_item(attempt)
+    return {
+        "id": attempt.public_id,
+        "practice": True,
+        "task": item.task,
+        "question": item.question,
+        "remaining": practice_required(attempt.reader, attempt.study, attempt.task),
+        "context": {name.lower(): text for name, text in item.context},
+        "reports": item.reports,
+        "labels": item.labels,
+        "form_token": uuid.uuid4(),
+    }
 
 
 def _rating_refused(detail: str, field: str | None) -> Response:
@@ -189,6 +384,8 @@ class ReadingViewSet(viewsets.ViewSet):
         assignment = next_assignment(request.user, task=task, study_slug=request.query_params.get("study"))
         if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
+        if step := pending_step(request.user, assignment.example.study, task):
+            return _step_refusal(step, assignment.example.study, task)
         show_assignment(assignment)
         return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
 
@@ -197,6 +394,8 @@ class ReadingViewSet(viewsets.ViewSet):
         """One of your assignments (another reader's is 404)."""
         assignment = _own_assignment(request, assignment_id)
         if assignment.status == AssignmentStatus.OPEN:
+            if step := pending_step(request.user, assignment.example.study, assignment.task):
+                return _step_refusal(step, assignment.example.study, assignment.task)
             show_assignment(assignment)
         return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
 
@@ -277,3 +476,109 @@ class ReadingViewSet(viewsets.ViewSet):
     def progress(self, request: Request) -> Response:
         """Your queues: done / assigned per study and task. Nothing about other readers."""
         return Response(serializers.QueueSerializer(reader_queues(request.user), many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("study", str, required=True, description="Study slug.")],
+        request=serializers.ConfirmGuideRequestSerializer,
+        responses={200: serializers.ReaderGuideSerializer, 201: serializers.ConfirmGuideResultSerializer,
+                   404: serializers.DetailSerializer, 409: serializers.DetailSerializer},
+    )  # fmt: skip
+    @action(detail=False, methods=["get", "post"], parser_classes=[BoundedJSONParser, FormParser, MultiPartParser])
+    def guide(self, request: Request) -> Response:
+        """GET ?study=<slug>: the study's guide, the version you confirmed and what changed since. POST
+        {"study", "version"}: confirm you read that version (it must be the current one; 409 otherwise)."""
+        if request.method == "POST":
+            form = serializers.ConfirmGuideRequestSerializer(data=request.data)
+            form.is_valid(raise_exception=True)
+            study = Study.objects.of_reader(request.user).filter(slug=form.validated_data["study"]).first()
+            if study is None or not study.guide_number:
+                raise NotFoundError("No guide of a study of yours.")
+            try:
+                ack, created = confirm_guide(request.user, study, form.validated_data["version"])
+            except GuideRefused as refused:
+                return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+            body = {"study": study.slug, "version": ack.version.number, "confirmed_at": ack.created_at,
+                    "created": created}  # fmt: skip
+            code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+            return Response(serializers.ConfirmGuideResultSerializer(body).data, status=code)
+        study = _reader_study(request)
+        state = guide_status(request.user, study)
+        if state.current is None:
+            raise NotFoundError("This study has no guide.")
+        changes = None
+        if state.needs_confirmation and state.confirmed is not None:
+            changes = guide_changes(state.confirmed.text, state.current.text)
+        body = {
+            "study": study.slug,
+            "version": state.current.number,
+            "text": state.current.text,
+            "html": str(render_guide(state.current.text)),
+            "confirmed_version": state.confirmed.number if state.confirmed else None,
+            "needs_confirmation": state.needs_confirmation,
+            "changes": changes,
+        }
+        return Response(serializers.ReaderGuideSerializer(body).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("study", str, required=True, description="Study slug."),
+            OpenApiParameter("task", str, enum=Task.values, required=True),
+        ],
+        responses={200: serializers.PracticeItemSerializer, 204: None, 409: serializers.PendingStepSerializer},
+    )
+    @action(detail=False, methods=["get"], url_path="practice")
+    def practice(self, request: Request) -> Response:
+        """Your next practice item of a study and task, shown exactly as a real item (204 when none is due)."""
+        task = request.query_params.get("task")
+        if task not in Task.values:
+            raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
+        study = _reader_study(request)
+        step = pending_step(request.user, study, task)
+        if step is not None and step.kind == "guide":
+            return _step_refusal(step, study, task)
+        attempt = next_practice(request.user, study, task)
+        if attempt is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        show_practice(attempt)
+        return Response(serializers.PracticeItemSerializer(_practice_payload(attempt)).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("attempt_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
+        request=serializers.RatingRequestSerializer,
+        responses={201: serializers.PracticeResultSerializer, 200: serializers.PracticeResultSerializer,
+                   400: serializers.RatingErrorSerializer},
+    )  # fmt: skip
+    @action(
+        detail=False, methods=["post"],
+        url_path=r"practice/(?P<attempt_id>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/rating",
+    )  # fmt: skip
+    def practice_rating(self, request: Request, attempt_id: str) -> Response:
+        """Rate your practice item: the answer holds the reference rating and its explanation. Practice ratings
+        are never study data."""
+        form = serializers.RatingRequestSerializer(data=request.data)
+        if not form.is_valid():
+            field, problems = next(iter(form.errors.items()))
+            return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
+        try:
+            attempt, created = submit_practice(
+                reader=request.user,
+                attempt_id=attempt_id,
+                rating=form.validated_data["rating"],
+                rationale=form.validated_data["rationale"],
+                form_token=form.validated_data["form_token"],
+            )
+        except PracticeAttempt.DoesNotExist:
+            raise NotFoundError from None
+        except PracticeRefused as refused:
+            return _rating_refused(str(refused), refused.field)
+        body = {
+            "rating": attempt.rating,
+            "rationale": attempt.rationale,
+            "reference_rating": attempt.item.reference_rating,
+            "explanation": attempt.item.explanation,
+            "agrees": attempt.agrees,
+            "created": created,
+            "remaining": practice_required(request.user, attempt.study, attempt.task),
+        }
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(serializers.PracticeResultSerializer(body).data, status=code)

@@ -16,4 +16,9 @@ class AnnotationConfig(AppConfig):
     verbose_name = "Studies and reading"
 
     def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_in
+
+        from annotation.preferences import copy_preferences_at_login
+
         post_migrate.connect(_create_role_groups_and_datasets, sender=self)
+        user_logged_in.connect(copy_preferences_at_login, dispatch_uid="annotation.copy_preferences_at_login")

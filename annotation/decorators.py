@@ -1,19 +1,25 @@
 from collections.abc import Callable
 from functools import wraps
 
+from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django_htmx.http import HttpResponseClientRedirect
 
 from annotation.roles import has_role
+
+# Added to the login URL when a request came with a session cookie but no live session: the
+# log-in page then says that the session ended and that the reader's draft was kept.
+SESSION_ENDED = "session_ended"
 
 
 def role_required(*roles: str) -> Callable:
     """Log in first, then 403 unless the user holds one of the roles.
 
     An htmx request whose session has expired gets a client-side redirect to the login page,
-    which brings the reader back to the page (not the fragment) afterwards.
+    which brings the reader back to the page (not the fragment) afterwards. A request that still
+    carries a session cookie had a session that ended: the login page says so.
     """
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -21,6 +27,8 @@ def role_required(*roles: str) -> Callable:
         def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             if not request.user.is_authenticated:
                 login = redirect_to_login(request.get_full_path())
+                if settings.SESSION_COOKIE_NAME in request.COOKIES:
+                    login = HttpResponseRedirect(f"{login.url}&{SESSION_ENDED}=1")
                 if request.htmx:
                     return HttpResponseClientRedirect(login.url)
                 return login

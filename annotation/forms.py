@@ -1,6 +1,15 @@
 from django import forms
 
-from annotation.models import DEFAULT_UNDO_WINDOW_SECONDS, RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Rating, Study
+from annotation.models import (
+    DEFAULT_UNDO_WINDOW_SECONDS,
+    GUIDE_MAX_LENGTH,
+    RATIONALE_MAX_LENGTH,
+    TASK_RATINGS,
+    Dataset,
+    Preferences,
+    Rating,
+    Study,
+)
 
 
 class StudyForm(forms.ModelForm):
@@ -27,10 +36,25 @@ class UndoWindowForm(forms.ModelForm):
 class ImportForm(forms.Form):
     file = forms.FileField(
         label="Candidate pairs file",
-        help_text="CSV or JSON Lines, UTF-8. See the README for the columns.",
+        help_text="CSV or JSON Lines, UTF-8, with the columns listed below.",
         widget=forms.ClearableFileInput(attrs={"accept": ".csv,.jsonl,.ndjson,text/csv,application/x-ndjson"}),
     )
     dry_run = forms.BooleanField(required=False, label="Dry run (check the file, import nothing)")
+
+
+class RewriteImportForm(ImportForm):
+    """A file of rewrites; each is joined to its stored original report (see import_reports)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["file"].label = "Rewrites file"
+        self.fields["file"].help_text = (
+            "CSV or JSON Lines, UTF-8: dataset, study_id, reref_variation, verdict, alternative_findings, "
+            "alternative_impression. The original reports must be stored first."
+        )
+        self.fields["dry_run"].label = "Dry run (check the file, import nothing)"
+        # Distinct ids: both forms are on the study page.
+        self.auto_id = "id_rewrites_%s"
 
 
 class SampleForm(forms.Form):
@@ -69,3 +93,55 @@ class RatingForm(forms.Form):
     def __init__(self, *args, task: str, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["rating"].choices = [(r, Rating(r).label) for r in TASK_RATINGS[task]]
+
+
+class GuideForm(forms.Form):
+    text = forms.CharField(
+        label="Guide (Markdown)",
+        max_length=GUIDE_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 18}),
+        help_text="Headings (#), lists (-), **bold**, *italic*, links and tables. Saving makes a new version; "
+        "readers see what changed and confirm it before their next item.",
+        strip=False,
+    )
+
+
+class ConfirmGuideForm(forms.Form):
+    version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+
+
+class PracticeImportForm(forms.Form):
+    file = forms.FileField(
+        label="Practice items file",
+        help_text="CSV or JSON Lines, UTF-8: the pair columns plus a reference rating and explanation per item. "
+        "See the README.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".csv,.jsonl,.ndjson,text/csv,application/x-ndjson"}),
+    )
+    dry_run = forms.BooleanField(required=False, label="Dry run (check the file, import nothing)")
+
+
+class PracticeSettingsForm(forms.ModelForm):
+    class Meta:
+        model = Study
+        fields = ["practice_items_required"]
+        labels = {"practice_items_required": "Practice items per task before a reader's first real item"}
+        widgets = {"practice_items_required": forms.NumberInput(attrs={"min": 0, "max": 100})}
+
+    def clean_practice_items_required(self) -> int:
+        value = self.cleaned_data["practice_items_required"]
+        if value > 100:
+            raise forms.ValidationError("At most 100 practice items per task.")
+        return value
+
+
+class SkipPracticeForm(forms.Form):
+    username = forms.CharField(max_length=150, widget=forms.HiddenInput)
+    skip = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+
+class PreferencesForm(forms.ModelForm):
+    class Meta:
+        model = Preferences
+        fields = ["theme", "single_key_shortcuts"]
+        labels = {"theme": "Colours", "single_key_shortcuts": "Single-key shortcuts (1, 2, 3) on the rating form"}
+        widgets = {"theme": forms.RadioSelect}

@@ -9,27 +9,70 @@ import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 KEY_COLUMNS = ("dataset", "study_id", "reref_variation")
 CONTEXT_COLUMNS = ("indication", "comparison", "technique")
 REPORT_COLUMNS = ("original_findings", "original_impression", "alternative_findings", "alternative_impression")
+REWRITE_REPORT_COLUMNS = ("alternative_findings", "alternative_impression")
+# How the rewrite was made: optional in both layouts, kept as JSON on the pair.
+GENERATOR_COLUMNS = ("model", "attempt", "verifier_reasons")
 REQUIRED_COLUMNS = (*KEY_COLUMNS, "verdict", *REPORT_COLUMNS)
-OPTIONAL_COLUMNS = CONTEXT_COLUMNS
-ALL_COLUMNS = (*KEY_COLUMNS, "verdict", *CONTEXT_COLUMNS, *REPORT_COLUMNS)
+OPTIONAL_COLUMNS = (*CONTEXT_COLUMNS, *GENERATOR_COLUMNS)
+ALL_COLUMNS = (*KEY_COLUMNS, "verdict", *CONTEXT_COLUMNS, *REPORT_COLUMNS, *GENERATOR_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The columns of one kind of import file."""
+
+    required: tuple[str, ...]
+    columns: tuple[str, ...]
+
+
+# A candidate-pair file: both reports and their context.
+PAIRS = Layout(required=REQUIRED_COLUMNS, columns=ALL_COLUMNS)
+# A rewrite file: the rewrite only; the original comes from the stored original reports.
+REWRITES = Layout(
+    required=(*KEY_COLUMNS, "verdict", *REWRITE_REPORT_COLUMNS),
+    columns=(*KEY_COLUMNS, "verdict", *REWRITE_REPORT_COLUMNS, *GENERATOR_COLUMNS),
+)
+
+# What each column means, as the import form shows it (the README has the same table).
+COLUMN_HELP: tuple[tuple[str, bool, str], ...] = (
+    ("dataset", True, "mimic-cxr, rexgradient, iu-xray, chexpert-plus, or a custom dataset added in the admin"),
+    ("study_id", True, "the report's study id in its dataset (a MIMIC-CXR 's' prefix is stripped)"),
+    ("reref_variation", True, "a variation key of the study's taxonomy, e.g. hedging"),
+    ("verdict", True, "accepted, rejected, already_in_target_form or infeasible; only accepted pairs are sampled"),
+    ("indication", False, "context shared by both reports (may be empty)"),
+    ("comparison", False, "context shared by both reports (may be empty)"),
+    ("technique", False, "context shared by both reports (may be empty)"),
+    ("original_findings", True, "the original report (findings or impression may be empty, not both)"),
+    ("original_impression", True, "the original report"),
+    ("alternative_findings", True, "the rewrite (findings or impression may be empty, not both)"),
+    ("alternative_impression", True, "the rewrite"),
+)
+
+# A small example file, offered for download next to the import form.
+EXAMPLE_PAIRS = Path(__file__).resolve().parent.parent / "docs" / "example_pairs.csv"
 
 MAX_PROBLEMS = 50
 
 
 @dataclass(frozen=True)
 class ImportProblem:
-    """One thing wrong with an import file. line is 1-based; None means the whole file."""
+    """One thing wrong with an import file. line is 1-based; None means the whole file.
+
+    file names the file (or the member of a zip) when an import reads several.
+    """
 
     message: str
     line: int | None = None
     field: str | None = None
+    file: str | None = None
 
     def __str__(self) -> str:
-        where = []
+        where = [self.file] if self.file else []
         if self.line is not None:
             where.append(f"line {self.line}")
         if self.field:
@@ -37,7 +80,8 @@ class ImportProblem:
         return f"{', '.join(where)}: {self.message}" if where else self.message
 
     def as_dict(self) -> dict:
-        return {"line": self.line, "field": self.field, "message": self.message}
+        where = {"file": self.file} if self.file else {}
+        return {**where, "line": self.line, "field": self.field, "message": self.message}
 
 
 class ImportRejected(Exception):
@@ -50,8 +94,10 @@ class ImportRejected(Exception):
 
 @dataclass(frozen=True)
 class ParsedRow:
+    """One row of a file. Values are strings, except generator metadata from JSON Lines (kept as given)."""
+
     line: int
-    values: dict[str, str]
+    values: dict[str, object]
 
 
 def detect_format(filename: str, data: bytes) -> str:
@@ -105,27 +151,30 @@ def decode(data: bytes, *, max_bytes: int) -> str:
     return text.removeprefix("\ufeff")
 
 
-def parse(data: bytes, *, filename: str, max_bytes: int) -> list[ParsedRow]:
+def parse(data: bytes, *, filename: str, max_bytes: int, layout: Layout = PAIRS) -> list[ParsedRow]:
     """All rows of a file, or ImportRejected with every problem found in it (up to a limit)."""
     text = decode(data, max_bytes=max_bytes)
-    rows = list(_parse_jsonl(text)) if detect_format(filename, data) == "jsonl" else list(_parse_csv(text))
+    if detect_format(filename, data) == "jsonl":
+        rows = list(_parse_jsonl(text, layout))
+    else:
+        rows = list(_parse_csv(text, layout))
     if not rows:
         raise ImportRejected([ImportProblem("The file has a header but no rows. Add at least one pair.")])
     return rows
 
 
-def _check_columns(columns: list[str], *, line: int) -> list[ImportProblem]:
+def _check_columns(columns: list[str], *, line: int, layout: Layout) -> list[ImportProblem]:
     problems = []
-    unknown = [c for c in columns if c not in ALL_COLUMNS]
+    unknown = [c for c in columns if c not in layout.columns]
     for column in unknown:
         problems.append(
             ImportProblem(
-                f"Unknown column '{column}'. Rename or remove it; the columns are: {', '.join(ALL_COLUMNS)}.",
+                f"Unknown column '{column}'. Rename or remove it; the columns are: {', '.join(layout.columns)}.",
                 line=line,
                 field=column,
             )
         )
-    for column in REQUIRED_COLUMNS:
+    for column in layout.required:
         if column not in columns:
             problems.append(ImportProblem(f"Required column '{column}' is missing. Add it.", line=line, field=column))
     seen = set()
@@ -136,14 +185,14 @@ def _check_columns(columns: list[str], *, line: int) -> list[ImportProblem]:
     return problems
 
 
-def _parse_csv(text: str) -> Iterator[ParsedRow]:
+def _parse_csv(text: str, layout: Layout) -> Iterator[ParsedRow]:
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
     except csv.Error as error:
         raise ImportRejected([_csv_problem(error, 1)]) from None
     header = [column.strip() for column in header]
-    problems = _check_columns(header, line=1)
+    problems = _check_columns(header, line=1, layout=layout)
     if problems:
         raise ImportRejected(problems)
     start = reader.line_num + 1
@@ -179,7 +228,7 @@ def _csv_problem(error: csv.Error, line: int) -> ImportProblem:
     )
 
 
-def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
+def _parse_jsonl(text: str, layout: Layout) -> Iterator[ParsedRow]:
     problems: list[ImportProblem] = []
     rows: list[ParsedRow] = []
     # Split on LF only: JSON strings may legally hold U+2028 and other characters that
@@ -223,13 +272,15 @@ def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
                 for key in unstorable
             )
             continue
-        column_problems = _check_columns(list(obj.keys()), line=number)
+        column_problems = _check_columns(list(obj.keys()), line=number, layout=layout)
         if column_problems:
             problems.extend(column_problems)
             continue
-        values: dict[str, str] = {}
+        values: dict[str, object] = {}
         for key, value in obj.items():
-            if value is None:
+            if key in GENERATOR_COLUMNS and _metadata_value(value):
+                values[key] = value
+            elif value is None:
                 values[key] = ""
             elif isinstance(value, str):
                 values[key] = value
@@ -247,8 +298,19 @@ def _parse_jsonl(text: str) -> Iterator[ParsedRow]:
     yield from rows
 
 
+def _metadata_value(value: object) -> bool:
+    """Generator metadata may be a number or a list of strings as well (kept as JSON)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 def _unstorable(value: object) -> bool:
     """JSON can escape NUL and lone surrogates into a string; no database can store them."""
+    if isinstance(value, list):
+        return any(_unstorable(item) for item in value)
     if not isinstance(value, str):
         return False
     if "\x00" in value:

@@ -98,6 +98,15 @@ def rationale_fits() -> LessThanOrEqual:
     return LessThanOrEqual(Length("rationale"), RATIONALE_MAX_LENGTH)
 
 
+# A guide is a few pages of Markdown, never a book.
+GUIDE_MAX_LENGTH = 100_000
+
+
+def guide_text_fits() -> LessThanOrEqual:
+    """A check-constraint condition: the row's guide text is at most GUIDE_MAX_LENGTH characters."""
+    return LessThanOrEqual(Length("text"), GUIDE_MAX_LENGTH)
+
+
 def rating_fits_task() -> Q:
     """A check-constraint condition: the row's rating belongs to the row's task."""
     return Q(task=Task.REALISM, rating__in=TASK_RATINGS[Task.REALISM]) | Q(
@@ -212,6 +221,15 @@ class Study(models.Model):
         help_text="How long a reader may take back a rating (until their next submit at the latest); routing "
         f"waits for it. 0 turns undo off and routes at once. At most {MAX_UNDO_WINDOW_SECONDS} seconds.",
     )
+    guide_number = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="The number of the guide's current version (0: no guide); kept by annotation.guide.publish_guide.",
+    )
+    practice_items_required = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Practice items per task a reader rates (with feedback) before their first real item of that task.",
+    )
     sample_seed = models.PositiveIntegerField(null=True, blank=True, editable=False)
     sample_per_variation = models.PositiveIntegerField(null=True, blank=True, editable=False)
     sample_datasets = models.JSONField(default=list, blank=True, editable=False)
@@ -316,6 +334,42 @@ class ReaderProfile(models.Model):
         return f"{self.user} ({self.get_subspecialty_display()})"
 
 
+class Theme(models.TextChoices):
+    SYSTEM = "system", "Follow the system setting"
+    LIGHT = "light", "Light"
+    DARK = "dark", "Dark"
+
+
+class Preferences(models.Model):
+    """A person's own settings for how the pages look and answer the keyboard (any role).
+
+    A user without a row has the defaults: the system's colour scheme and single-key shortcuts on.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preferences")
+    theme = models.CharField(
+        max_length=16,
+        choices=Theme.choices,
+        default=Theme.SYSTEM,
+        help_text="Dark suits dim reading rooms; the system setting follows the computer's light or dark mode.",
+    )
+    single_key_shortcuts = models.BooleanField(
+        "Single-key shortcuts",
+        default=True,
+        help_text="On the rating form, keys 1, 2 and 3 choose a label. Turn them off if you use speech input "
+        "or often press keys by accident; Ctrl/⌘+Enter still submits.",
+    )
+
+    class Meta:
+        verbose_name_plural = "preferences"
+        constraints = [
+            models.CheckConstraint(condition=Q(theme__in=Theme.values), name="preferences_theme_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Preferences of {self.user}"
+
+
 class CandidatePair(models.Model):
     """An original report and its rewrite along one variation, with their shared context."""
 
@@ -337,6 +391,11 @@ class CandidatePair(models.Model):
     alternative_findings = models.TextField(blank=True)
     alternative_impression = models.TextField(blank=True)
     sampled = models.BooleanField(default=False)
+    generator = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="How the rewrite was made, as imported (model, attempt, verifier_reasons). Never shown to readers.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -367,6 +426,41 @@ class CandidatePair(models.Model):
         if report_type == ReportType.ORIGINAL:
             return self.original_findings, self.original_impression
         return self.alternative_findings, self.alternative_impression
+
+
+# The sections of a report, in the order a report is read.
+REPORT_SECTIONS = ("indication", "comparison", "technique", "findings", "impression")
+
+
+class OriginalReport(models.Model):
+    """An original report read from its dataset's own files and cut into sections.
+
+    Stored once per (dataset, study id), independent of any reader study: a rewrite file names
+    the report by its study id and is joined to it to become a candidate pair.
+    """
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="reports")
+    source_study_id = models.CharField(max_length=64, help_text="The report's study id in its dataset, as stored.")
+    indication = models.TextField(blank=True)
+    comparison = models.TextField(blank=True)
+    technique = models.TextField(blank=True)
+    findings = models.TextField(blank=True)
+    impression = models.TextField(blank=True)
+    content_hash = models.CharField(
+        max_length=32, help_text="BLAKE2b-128 of the five sections: a re-import compares this, not the texts."
+    )
+    source = models.CharField(max_length=300, blank=True, help_text="The file (and line) it was read from.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["dataset__key", "source_study_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "source_study_id"], name="report_unique_per_dataset"),
+            models.CheckConstraint(condition=~Q(findings="", impression=""), name="report_has_findings_or_impression"),
+        ]
+
+    def __str__(self) -> str:
+        return self.source_study_id
 
 
 class ExampleQuerySet(models.QuerySet):
@@ -431,6 +525,9 @@ class StudyMember(models.Model):
         null=True, blank=True, help_text="Cap on initial reads given by automatic assignment; empty = no cap."
     )
     active = models.BooleanField(default=True)
+    skip_practice = models.BooleanField(
+        default=False, help_text="The coordinator lets this member (e.g. an automated judge) skip the practice round."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = StudyMemberQuerySet.as_manager()
@@ -615,6 +712,14 @@ class Annotation(models.Model):
         default=timezone.now,
         help_text="When it became final and routing acted on it; empty while its reader can take it back.",
     )
+    guide_version = models.ForeignKey(
+        "GuideVersion",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The study guide's version the reader had confirmed when rating (empty: the study had no guide).",
+    )
     voided_at = models.DateTimeField(null=True, blank=True)
     voided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -672,6 +777,10 @@ class AuditAction(models.TextChoices):
     UNDONE = "undone", "Rating taken back by its reader"
     MEMBER_ADDED = "member_added", "Member added"
     MEMBER_CHANGED = "member_changed", "Member changed"
+    GUIDE_PUBLISHED = "guide_published", "Guide version published"
+    GUIDE_CONFIRMED = "guide_confirmed", "Guide version confirmed"
+    PRACTICE_IMPORTED = "practice_imported", "Practice items imported"
+    PRACTICE_SETTINGS = "practice_settings", "Practice requirement changed"
 
 
 def _refuse_change(model: type[models.Model]) -> TypeError:
@@ -764,3 +873,184 @@ class AuditEvent(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.action}"
+
+
+# --- The reader guide and the practice round ---------------------------------------------------
+
+
+class GuideVersionQuerySet(AppendOnlyQuerySet):
+    def current(self, study: Study | int) -> "GuideVersion | None":
+        """The study's guide in force: its newest version (None if it has no guide)."""
+        return self.filter(study=study).order_by("-number").first()
+
+
+class GuideVersion(AppendOnlyModel):
+    """One version of a study's reader guide (Markdown, written by its coordinator).
+
+    Every edit adds a version; none is ever changed or deleted, so each annotation can name the
+    version its reader had confirmed. Never part of a release unless asked for (guide.md).
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="guide_versions")
+    number = models.PositiveIntegerField()
+    text = models.TextField(help_text="Markdown.")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GuideVersionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["study", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "number"], name="guideversion_unique_number_per_study"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="guideversion_number_from_1"),
+            models.CheckConstraint(condition=guide_text_fits(), name="guideversion_text_max_length"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study} guide v{self.number}"
+
+
+class GuideAcknowledgement(AppendOnlyModel):
+    """A reader confirmed, at created_at, that they read one version of a study's guide."""
+
+    version = models.ForeignKey(GuideVersion, on_delete=models.PROTECT, related_name="acknowledgements")
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="+", editable=False)
+    reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "reader"], name="guideack_once_per_version_and_reader"),
+        ]
+        indexes = [models.Index(fields=["study", "reader"])]
+
+    def __str__(self) -> str:
+        return f"{self.reader} read {self.version}"
+
+
+class PracticeItem(models.Model):
+    """A calibration item with a reference rating: rated before real items, never part of the data.
+
+    It lives apart from pairs and examples, so sampling, routing, progress, analysis and
+    releases (which read only those) cannot meet it. A Task 1 item shows one report of its
+    pair (report_type); a Task 2 item both, as Report A and B in a drawn order.
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="practice_items")
+    task = models.CharField(max_length=16, choices=Task.choices)
+    report_type = models.CharField(max_length=16, choices=ReportType.choices, blank=True)
+    source = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The pair's origin (dataset/study_id/variation); coordinators only.",
+    )
+    indication = models.TextField(blank=True)
+    comparison = models.TextField(blank=True)
+    technique = models.TextField(blank=True)
+    original_findings = models.TextField(blank=True)
+    original_impression = models.TextField(blank=True)
+    alternative_findings = models.TextField(blank=True)
+    alternative_impression = models.TextField(blank=True)
+    reference_rating = models.CharField(max_length=24, choices=Rating.choices)
+    explanation = models.TextField()
+    content_key = models.CharField(max_length=64, editable=False, help_text="SHA-256 of the texts shown.")
+    position = models.PositiveIntegerField(default=0, help_text="Readers practise in this order.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "task", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "task", "report_type", "content_key"], name="practiceitem_unique_content"
+            ),
+            models.CheckConstraint(
+                condition=(Q(task=Task.REALISM) & Q(report_type__in=ReportType.values))
+                | (Q(task=Task.EQUIVALENCE) & Q(report_type="")),
+                name="practiceitem_report_type_matches_task",
+            ),
+            models.CheckConstraint(
+                condition=Q(task=Task.REALISM, reference_rating__in=TASK_RATINGS[Task.REALISM])
+                | Q(task=Task.EQUIVALENCE, reference_rating__in=TASK_RATINGS[Task.EQUIVALENCE]),
+                name="practiceitem_reference_fits_task",
+            ),
+            models.CheckConstraint(condition=~Q(explanation=""), name="practiceitem_has_explanation"),
+        ]
+
+    def __str__(self) -> str:
+        suffix = f":{self.report_type}" if self.report_type else ""
+        return f"practice {self.task}{suffix} #{self.position}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.content_key = self.shown_text_key()
+        super().save(*args, **kwargs)
+
+    def shown_text_key(self) -> str:
+        """SHA-256 of the texts this item shows: an item is imported once per study, task and side."""
+        shown = [self.indication, self.comparison, self.technique]
+        if self.task == Task.REALISM:
+            shown += list(self.report(self.report_type))
+        else:
+            shown += [*self.report(ReportType.ORIGINAL), *self.report(ReportType.ALTERNATIVE)]
+        return hashlib.sha256("\x1f".join(shown).encode()).hexdigest()
+
+    def report(self, report_type: str) -> tuple[str, str]:
+        """(findings, impression) of one side of the pair."""
+        if report_type == ReportType.ORIGINAL:
+            return self.original_findings, self.original_impression
+        return self.alternative_findings, self.alternative_impression
+
+
+class PracticeAttempt(models.Model):
+    """One reader's practice rating of one practice item: opened, then rated once.
+
+    Kept apart from annotations: never counted, routed, analysed or released.
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    item = models.ForeignKey(PracticeItem, on_delete=models.PROTECT, related_name="attempts")
+    reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+", editable=False)
+    task = models.CharField(max_length=16, choices=Task.choices, editable=False)
+    report_a_type = models.CharField(max_length=16, choices=ReportType.choices, blank=True)
+    first_shown_at = models.DateTimeField(null=True, blank=True)
+    rating = models.CharField(max_length=24, choices=Rating.choices, blank=True)
+    rationale = models.TextField(blank=True)
+    form_token = models.UUIDField(null=True, blank=True, unique=True)
+    rated_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "reader"], name="practiceattempt_once_per_item_and_reader"),
+            models.CheckConstraint(
+                condition=Q(rating="", rated_at__isnull=True)
+                | (~Q(rating="") & Q(rated_at__isnull=False) & Q(form_token__isnull=False)),
+                name="practiceattempt_rated_consistently",
+            ),
+            models.CheckConstraint(
+                condition=Q(rating="") | Q(rating__in=RATINGS_WITHOUT_RATIONALE) | ~Q(rationale=""),
+                name="practiceattempt_rationale_unless_realistic_or_equivalent",
+            ),
+            models.CheckConstraint(condition=rationale_fits(), name="practiceattempt_rationale_max_length"),
+        ]
+        indexes = [models.Index(fields=["reader", "study", "task"])]
+
+    def __str__(self) -> str:
+        return f"{self.reader} practised {self.item}"
+
+    @property
+    def is_rated(self) -> bool:
+        return self.rated_at is not None
+
+    @property
+    def agrees(self) -> bool | None:
+        return (self.rating == self.item.reference_rating) if self.is_rated else None

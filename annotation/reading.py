@@ -72,14 +72,18 @@ class ReadingItem:
 
 def reading_item(example: Example, *, report_a_type: str = "") -> ReadingItem:
     """The blinded presentation of an example. Task 2 needs the drawn A/B order."""
-    pair = example.pair
-    if example.task == Task.REALISM:
-        findings, impression = pair.report(example.report_type)
+    return present(example.task, example.pair, report_type=example.report_type, report_a_type=report_a_type)
+
+
+def present(task: str, source, *, report_type: str = "", report_a_type: str = "") -> ReadingItem:
+    """What a reader is shown of a pair's text (a CandidatePair, or a PracticeItem shown the same way)."""
+    if task == Task.REALISM:
+        findings, impression = source.report(report_type)
         reports: tuple[ShownReport, ...] = (ShownReport("Report", findings, impression),)
     else:
         first = report_a_type or ReportType.ORIGINAL
         second = ReportType.ALTERNATIVE if first == ReportType.ORIGINAL else ReportType.ORIGINAL
-        reports = (ShownReport("Report A", *pair.report(first)), ShownReport("Report B", *pair.report(second)))
+        reports = (ShownReport("Report A", *source.report(first)), ShownReport("Report B", *source.report(second)))
     labels = tuple(
         ShownLabel(
             value=rating,
@@ -88,13 +92,17 @@ def reading_item(example: Example, *, report_a_type: str = "") -> ReadingItem:
             key=position,
             needs_rationale=rating not in RATINGS_WITHOUT_RATIONALE,
         )
-        for position, rating in enumerate(TASK_RATINGS[example.task], start=1)
+        for position, rating in enumerate(TASK_RATINGS[task], start=1)
     )
     return ReadingItem(
-        task=example.task,
-        task_label=Task(example.task).label,
-        question=TASK_QUESTIONS[example.task],
-        context=(("Indication", pair.indication), ("Comparison", pair.comparison), ("Technique", pair.technique)),
+        task=task,
+        task_label=Task(task).label,
+        question=TASK_QUESTIONS[task],
+        context=(
+            ("Indication", source.indication),
+            ("Comparison", source.comparison),
+            ("Technique", source.technique),
+        ),
         reports=reports,
         labels=labels,
     )
@@ -123,6 +131,30 @@ def reader_queues(reader) -> list[dict]:
         }
         for row in rows
     ]
+
+
+def home_studies(queues: list[dict], adjudications: list[dict]) -> list[dict]:
+    """The reader's home, one entry per study: its reading queues (Task 1 first) and adjudications.
+
+    Studies with something waiting come first, then by name.
+    """
+    studies: dict[str, dict] = {}
+    for queue in [*queues, *adjudications]:
+        study = studies.setdefault(
+            queue["study_slug"],
+            {"slug": queue["study_slug"], "name": queue["study_name"], "queues": [], "adjudication": None},
+        )
+        if "task" in queue:
+            study["queues"].append(queue)
+        else:
+            study["adjudication"] = queue
+    task_order = {task: position for position, task in enumerate(Task.values)}
+    for study in studies.values():
+        study["queues"].sort(key=lambda queue: task_order[queue["task"]])
+        study["waiting"] = any(queue["waiting"] for queue in study["queues"]) or bool(
+            study["adjudication"] and study["adjudication"]["waiting"]
+        )
+    return sorted(studies.values(), key=lambda study: (not study["waiting"], study["name"], study["slug"]))
 
 
 def queue_position(assignment: Assignment) -> int | None:

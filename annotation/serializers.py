@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from annotation.models import RATIONALE_MAX_LENGTH, CandidatePair, Dataset, Rating, Study
+from annotation.models import GUIDE_MAX_LENGTH, RATIONALE_MAX_LENGTH, CandidatePair, Dataset, Rating, Study
 from consensus.conflicts import ROW_HIDDEN
 
 
@@ -105,6 +105,7 @@ class ImportRequestSerializer(serializers.Serializer):
 
 
 class ProblemSerializer(serializers.Serializer):
+    file = serializers.CharField(required=False, help_text="The file or zip member, when an import reads several.")
     line = serializers.IntegerField(allow_null=True)
     field = serializers.CharField(allow_null=True)
     message = serializers.CharField()
@@ -227,3 +228,127 @@ class QueueSerializer(serializers.Serializer):
 class RatingErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
     field = serializers.CharField(allow_null=True)
+
+
+# --- The reader guide and the practice round -----------------------------------------------------
+
+
+class GuideRequestSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=GUIDE_MAX_LENGTH, trim_whitespace=False, help_text="Markdown.")
+
+
+class GuideVersionSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    author = serializers.CharField(source="author.username", allow_null=True, default=None)
+
+
+class ConfirmationSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    version = serializers.IntegerField(allow_null=True, help_text="The newest version they confirmed.")
+    confirmed_at = serializers.DateTimeField(allow_null=True)
+
+
+class StudyGuideSerializer(serializers.Serializer):
+    version = serializers.IntegerField(allow_null=True, help_text="The current version (null: no guide).")
+    text = serializers.CharField(allow_blank=True)
+    html = serializers.CharField(allow_blank=True, help_text="Rendered and sanitized.")
+    created = serializers.BooleanField(required=False, help_text="POST: whether a new version was made.")
+    versions = GuideVersionSerializer(many=True)
+    confirmations = ConfirmationSerializer(many=True)
+
+
+class ChangedLineSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["added", "removed", "same"])
+    text = serializers.CharField(allow_blank=True)
+
+
+class ReaderGuideSerializer(serializers.Serializer):
+    study = serializers.CharField()
+    version = serializers.IntegerField()
+    text = serializers.CharField()
+    html = serializers.CharField()
+    confirmed_version = serializers.IntegerField(allow_null=True)
+    needs_confirmation = serializers.BooleanField()
+    changes = ChangedLineSerializer(many=True, allow_null=True, help_text="Since the version you confirmed.")
+
+
+class ConfirmGuideRequestSerializer(serializers.Serializer):
+    study = serializers.SlugField(max_length=64)
+    version = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+
+
+class ConfirmGuideResultSerializer(serializers.Serializer):
+    study = serializers.CharField()
+    version = serializers.IntegerField()
+    confirmed_at = serializers.DateTimeField()
+    created = serializers.BooleanField()
+
+
+class PendingStepSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    required = serializers.ChoiceField(choices=["guide", "practice"])
+    study = serializers.CharField()
+    task = serializers.CharField()
+
+
+class PracticeItemSerializer(serializers.Serializer):
+    """A practice item exactly as a real item is shown (same blinding), plus how many remain."""
+
+    id = serializers.UUIDField()
+    practice = serializers.BooleanField()
+    task = serializers.CharField()
+    question = serializers.CharField()
+    remaining = serializers.IntegerField(help_text="Practice items of this task still to rate, this one included.")
+    context = serializers.DictField(child=serializers.CharField(allow_blank=True))
+    reports = ShownReportSerializer(many=True)
+    labels = ShownLabelSerializer(many=True)
+    form_token = serializers.UUIDField()
+
+
+class PracticeResultSerializer(serializers.Serializer):
+    rating = serializers.CharField()
+    rationale = serializers.CharField(allow_blank=True)
+    reference_rating = serializers.CharField()
+    explanation = serializers.CharField()
+    agrees = serializers.BooleanField()
+    created = serializers.BooleanField()
+    remaining = serializers.IntegerField(help_text="Practice items of this task still to rate.")
+
+
+class PracticeImportResultSerializer(serializers.Serializer):
+    created = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    dry_run = serializers.BooleanField()
+    by_task = serializers.DictField(child=serializers.IntegerField())
+
+
+class PracticeSettingsRequestSerializer(serializers.Serializer):
+    practice_items_required = serializers.IntegerField(min_value=0, max_value=100, required=False)
+    username = serializers.CharField(max_length=150, required=False)
+    skip_practice = serializers.BooleanField(required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        if ("username" in attrs) != ("skip_practice" in attrs):
+            raise serializers.ValidationError("Give username and skip_practice together.")
+        if not attrs:
+            raise serializers.ValidationError("Give practice_items_required, or username and skip_practice.")
+        return attrs
+
+
+class PracticeTaskAgreementSerializer(serializers.Serializer):
+    rated = serializers.IntegerField()
+    agreed = serializers.IntegerField()
+    percent = serializers.IntegerField()
+
+
+class PracticeAgreementSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    tasks = serializers.DictField(child=PracticeTaskAgreementSerializer())
+
+
+class PracticeStatusSerializer(serializers.Serializer):
+    practice_items_required = serializers.IntegerField()
+    items = serializers.DictField(child=serializers.IntegerField(), help_text="Practice items per task.")
+    skip_practice = serializers.ListField(child=serializers.CharField(), help_text="Members who skip practice.")
+    agreement = PracticeAgreementSerializer(many=True)

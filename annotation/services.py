@@ -7,18 +7,24 @@ import random
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
-from annotation import importing
+from annotation import importing, reports
+from annotation.bulk import insert_rows
 from annotation.importing import ImportProblem, ImportRejected
 from annotation.models import (
+    REPORT_SECTIONS,
     CandidatePair,
     Dataset,
     Example,
+    OriginalReport,
+    Preferences,
     ReportType,
     Study,
     Task,
@@ -29,6 +35,8 @@ from annotation.models import (
 Progress = Callable[[int, int], None]
 
 TEXT_FIELDS = (*importing.CONTEXT_COLUMNS, *importing.REPORT_COLUMNS)
+# What an import compares with a stored pair: a difference in any of these is refused.
+PAIR_FIELDS = ("verdict", *TEXT_FIELDS, "generator")
 BATCH_SIZE = 1000
 
 
@@ -71,9 +79,102 @@ def import_pairs(
     Re-importing pairs that are already stored with the same content changes nothing.
     """
     rows = importing.parse(data, filename=filename, max_bytes=settings.READINGROOM_IMPORT_MAX_BYTES)
+    return _import_pair_rows(study, rows, dry_run=dry_run, progress=progress)
+
+
+def import_rewrites(
+    study: Study,
+    data: bytes,
+    *,
+    filename: str = "",
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import a CSV or JSON Lines file of rewrites, each joined to its stored original report.
+
+    A row names the original by dataset and study id; the original's sections (imported with
+    import_reports) complete it into a candidate pair, which is then imported exactly as a row
+    of a pair file would be (same checks, same idempotence, all or nothing). A rewrite whose
+    original is not stored is an error naming its line.
+    """
+    rows = importing.parse(
+        data, filename=filename, max_bytes=settings.READINGROOM_IMPORT_MAX_BYTES, layout=importing.REWRITES
+    )
+    pair_rows, problems = _join_originals(rows)
+    return _import_pair_rows(
+        study, pair_rows, dry_run=dry_run, progress=progress, problems=problems, rows_read=len(rows)
+    )
+
+
+def _join_originals(rows: list[importing.ParsedRow]) -> tuple[list[importing.ParsedRow], list[ImportProblem]]:
+    """Complete rewrite rows with their original reports' sections, as rows of a pair file."""
+    datasets = {d.key: d for d in Dataset.objects.all()}
+    problems: list[ImportProblem] = []
+    wanted: dict[Dataset, set[str]] = defaultdict(set)
+    keyed: list[tuple[importing.ParsedRow, Dataset, str]] = []
+    for row in rows:
+        dataset = datasets.get(str(row.values["dataset"]).strip())
+        if dataset is None:
+            problems.append(
+                ImportProblem(
+                    f"Unknown dataset '{row.values['dataset']}'. Use one of: {', '.join(sorted(datasets))}.",
+                    line=row.line,
+                    field="dataset",
+                )
+            )
+            continue
+        study_id = dataset.normalize_study_id(str(row.values["study_id"]))
+        wanted[dataset].add(study_id)
+        keyed.append((row, dataset, study_id))
+
+    originals: dict[tuple[int, str], dict[str, str]] = {}
+    for dataset, study_ids in wanted.items():
+        ordered = sorted(study_ids)
+        for start in range(0, len(ordered), BATCH_SIZE):
+            for values in OriginalReport.objects.filter(
+                dataset=dataset, source_study_id__in=ordered[start : start + BATCH_SIZE]
+            ).values("source_study_id", *REPORT_SECTIONS):
+                originals[(dataset.pk, values.pop("source_study_id"))] = values
+
+    pair_rows = []
+    for row, dataset, study_id in keyed:
+        original = originals.get((dataset.pk, study_id))
+        if original is None:
+            problems.append(
+                ImportProblem(
+                    f"No original report of {dataset.key} study {study_id} is stored. Import the dataset's "
+                    f"reports first (manage.py import_reports --dataset {dataset.key} ...); a report with neither "
+                    "Findings nor Impression is never stored.",
+                    line=row.line,
+                    field="study_id",
+                )
+            )
+            continue
+        values = dict(row.values)
+        values.update(
+            indication=original["indication"],
+            comparison=original["comparison"],
+            technique=original["technique"],
+            original_findings=original["findings"],
+            original_impression=original["impression"],
+        )
+        pair_rows.append(importing.ParsedRow(line=row.line, values=values))
+    return pair_rows, problems[: importing.MAX_PROBLEMS]
+
+
+def _import_pair_rows(
+    study: Study,
+    rows: list[importing.ParsedRow],
+    *,
+    dry_run: bool,
+    progress: Progress | None,
+    problems: list[ImportProblem] | None = None,
+    rows_read: int | None = None,
+) -> ImportReport:
+    """The one way pairs are stored: check rows of pair-file values and write them, all or nothing."""
     datasets = {d.key: d for d in Dataset.objects.all()}
     variations = {v.key: v for v in study.variations.all()}
-    problems: list[ImportProblem] = []
+    problems = list(problems or [])
     candidates: dict[tuple[int, str, int], tuple[int, CandidatePair]] = {}
 
     for row in rows:
@@ -95,7 +196,7 @@ def import_pairs(
             continue
         candidates[key] = (row.line, pair)
     if problems:
-        raise ImportRejected(problems)
+        raise ImportRejected(sorted(problems, key=lambda problem: problem.line or 0)[: importing.MAX_PROBLEMS])
 
     with transaction.atomic():
         # One import per study at a time: a concurrent import of the same new pairs waits, then
@@ -104,7 +205,7 @@ def import_pairs(
         stored = {
             (p.dataset_id, p.source_study_id, p.variation_id): p
             for p in CandidatePair.objects.filter(study=study).only(
-                "dataset_id", "source_study_id", "variation_id", "verdict", *TEXT_FIELDS
+                "dataset_id", "source_study_id", "variation_id", *PAIR_FIELDS
             )
         }
         new_pairs: list[CandidatePair] = []
@@ -113,7 +214,7 @@ def import_pairs(
             if existing is None:
                 new_pairs.append(pair)
                 continue
-            changed = [name for name in ("verdict", *TEXT_FIELDS) if getattr(existing, name) != getattr(pair, name)]
+            changed = [name for name in PAIR_FIELDS if getattr(existing, name) != getattr(pair, name)]
             if changed:
                 problems.append(
                     ImportProblem(
@@ -139,7 +240,8 @@ def import_pairs(
         elif progress:
             progress(total, total)
 
-    return ImportReport(rows=len(rows), created=len(new_pairs), unchanged=len(rows) - len(new_pairs), dry_run=dry_run)
+    total_rows = len(rows) if rows_read is None else rows_read
+    return ImportReport(rows=total_rows, created=len(new_pairs), unchanged=total_rows - len(new_pairs), dry_run=dry_run)
 
 
 def _pair_from_row(
@@ -149,7 +251,7 @@ def _pair_from_row(
     variations: dict[str, Variation],
     problems: list[ImportProblem],
 ) -> CandidatePair | None:
-    values = row.values
+    values = {name: value if isinstance(value, str) else "" for name, value in row.values.items()}
     before = len(problems)
 
     def problem(field_name: str, message: str) -> None:
@@ -194,8 +296,196 @@ def _pair_from_row(
         return None
     texts = {name: values.get(name, "") for name in TEXT_FIELDS}
     return CandidatePair(
-        study=study, dataset=dataset, source_study_id=study_id, variation=variation, verdict=verdict, **texts
+        study=study,
+        dataset=dataset,
+        source_study_id=study_id,
+        variation=variation,
+        verdict=verdict,
+        generator=_generator_metadata(row.values),
+        **texts,
     )
+
+
+def _generator_metadata(values: dict[str, object]) -> dict:
+    """The optional generator columns that have a value, as JSON (an attempt number as a number)."""
+    metadata = {}
+    for name in importing.GENERATOR_COLUMNS:
+        value = values.get(name)
+        if isinstance(value, str):
+            value = value.strip()
+            if name == "attempt" and value.isascii() and value.isdigit():
+                value = int(value)
+        if value not in (None, ""):
+            metadata[name] = value
+    return metadata
+
+
+# --- Original reports ----------------------------------------------------------------------
+
+NO_FINDINGS_OR_IMPRESSION = "neither Findings nor Impression"
+REPORT_ROW_FIELDS = ("dataset", "source_study_id", *REPORT_SECTIONS, "content_hash", "source", "created_at")
+REPORT_BATCH_SIZE = 5000
+
+
+@dataclass
+class ReportImport:
+    """What import_reports read and did."""
+
+    dataset: str
+    dry_run: bool
+    reports: int = 0
+    created: int = 0
+    unchanged: int = 0
+    with_section: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REPORT_SECTIONS, 0))
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def summary_lines(self, *, max_ids: int = 50) -> list[str]:
+        verb = "Would store" if self.dry_run else "Stored"
+        lines = [
+            f"{self.reports:,} {self.dataset} report{pluralize(self.reports)} read: {verb.lower()} "
+            f"{self.created:,} new, {self.unchanged:,} already stored unchanged, "
+            f"{sum(len(ids) for ids in self.skipped.values()):,} skipped."
+            if self.created
+            else f"{self.reports:,} {self.dataset} reports read: nothing to store, "
+            f"{self.unchanged:,} already stored unchanged, {sum(len(ids) for ids in self.skipped.values()):,} skipped.",
+            "With each section: "
+            + ", ".join(f"{name} {count:,}" for name, count in self.with_section.items())
+            + f" (of {self.reports:,}).",
+        ]
+        for reason, ids in self.skipped.items():
+            shown = ", ".join(ids[:max_ids]) + (f" and {len(ids) - max_ids:,} more" if len(ids) > max_ids else "")
+            lines.append(f"Skipped, {reason}: {len(ids):,} ({shown}).")
+        lines.extend(self.notes)
+        return lines
+
+    def as_dict(self) -> dict:
+        return {
+            "dataset": self.dataset,
+            "dry_run": self.dry_run,
+            "reports": self.reports,
+            "created": self.created,
+            "unchanged": self.unchanged,
+            "with_section": self.with_section,
+            "skipped": self.skipped,
+            "notes": self.notes,
+        }
+
+
+def import_reports(
+    dataset: Dataset,
+    path: Path,
+    *,
+    split_csv: Path | None = None,
+    split: str | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ReportImport:
+    """Store a dataset's original reports, read from its own files as distributed, all or nothing.
+
+    Streams the file (annotation.reports), checks each report and writes new ones in batches in
+    one transaction: any problem (named with file, line and field) rolls everything back. A
+    report with neither Findings nor Impression is skipped and named. A report already stored
+    with the same sections changes nothing; with different sections it is an error (stored
+    reports are never changed). MIMIC-CXR can be restricted to one split of its split file.
+    """
+    reader = reports.READERS.get(dataset.key)
+    if reader is None:
+        raise ImportRejected(
+            [
+                ImportProblem(
+                    f"ReadingRoom cannot read {dataset.key}'s own files; it reads {', '.join(reports.READERS)}. "
+                    "Import this dataset's pairs as a candidate-pair file instead."
+                )
+            ]
+        )
+    if (split_csv is None) != (split is None):
+        raise ImportRejected(
+            [ImportProblem("Give both the split file (--split-csv) and the split (--split), or neither.")]
+        )
+    if split is not None and dataset.key != "mimic-cxr":
+        raise ImportRejected([ImportProblem("Only MIMIC-CXR is restricted to a split (its split file).")])
+    if not path.exists():
+        raise ImportRejected([ImportProblem(f"{path}: no such file or folder.")])
+    source = reports.read_mimic_cxr(path, only=reports.read_split_csv(split_csv, split)) if split else reader(path)
+    result = ReportImport(dataset=dataset.key, dry_run=dry_run, notes=list(source.notes))
+    problems: list[ImportProblem] = []
+    now = timezone.now()
+
+    with transaction.atomic():
+        # One import per dataset at a time; a second one waits, then finds the reports stored.
+        Dataset.objects.select_for_update().filter(pk=dataset.pk).exists()
+        stored = dict(
+            OriginalReport.objects.filter(dataset=dataset)
+            .values_list("source_study_id", "content_hash")
+            .iterator(chunk_size=10_000)
+        )
+        seen: dict[str, str] = {}
+        batch: list[tuple] = []
+        read = 0
+        if progress:
+            progress(0, source.total or 0)
+        for item in source.items:
+            read += 1
+            if progress and read % 1000 == 0:
+                progress(read, source.total or 0)
+            if isinstance(item, ImportProblem):
+                problems.append(item)
+                if len(problems) >= importing.MAX_PROBLEMS:
+                    break
+                continue
+            study_id = dataset.normalize_study_id(item.study_id)
+            if study_id in seen:
+                problems.append(
+                    ImportProblem(
+                        f"Study {study_id} is read a second time (first from {seen[study_id]}). "
+                        "Give each report once: is a file listed twice?",
+                        line=item.line,
+                        file=item.file,
+                    )
+                )
+                continue
+            seen[study_id] = item.source
+            result.reports += 1
+            if isinstance(item, reports.SkippedReport):
+                result.skipped.setdefault(item.reason, []).append(study_id)
+                continue
+            for name, text in item.sections.items():
+                if text:
+                    result.with_section[name] += 1
+            if not item.has_findings_or_impression:
+                result.skipped.setdefault(NO_FINDINGS_OR_IMPRESSION, []).append(study_id)
+                continue
+            digest = item.content_hash()
+            known = stored.get(study_id)
+            if known == digest:
+                result.unchanged += 1
+            elif known is not None:
+                problems.append(
+                    ImportProblem(
+                        f"Study {study_id} is already stored with different text. Stored reports are never "
+                        "changed: import the file the stored reports came from.",
+                        line=item.line,
+                        file=item.file,
+                    )
+                )
+            else:
+                result.created += 1
+                if not problems and not dry_run:
+                    sections = item.sections
+                    batch.append(
+                        (dataset.pk, study_id, *(sections[n] for n in REPORT_SECTIONS), digest, item.source[:300], now)
+                    )
+                    if len(batch) >= REPORT_BATCH_SIZE:
+                        insert_rows(OriginalReport, REPORT_ROW_FIELDS, batch)
+                        batch = []
+        if problems:
+            raise ImportRejected(problems)
+        if batch:
+            insert_rows(OriginalReport, REPORT_ROW_FIELDS, batch)
+        if progress:
+            progress(read, read)
+    return result
 
 
 # --- Sampling -----------------------------------------------------------------------------
@@ -228,18 +518,51 @@ class SampleReport:
         return [cell for cell in self.cells if cell.drawn < self.per_variation]
 
     @property
+    def short_cells(self) -> list[SampleCell]:
+        """Cells with some accepted candidates, but fewer than asked for (all of them were taken)."""
+        return [cell for cell in self.shortfalls if cell.drawn > 0]
+
+    @property
+    def empty_cells(self) -> list[SampleCell]:
+        """Cells with no accepted candidate: nothing sampled there."""
+        return [cell for cell in self.cells if cell.drawn == 0]
+
+    @property
+    def cells_summary(self) -> str:
+        total, short, empty = len(self.cells), len(self.short_cells), len(self.empty_cells)
+        filled = total - short - empty
+        parts = [f"{filled} {'is' if filled == 1 else 'are'} filled"]
+        if short:
+            parts.append(f"{short} {'is' if short == 1 else 'are'} short (all their accepted candidates taken)")
+        if empty:
+            parts.append(f"{empty} {'is' if empty == 1 else 'are'} empty (no accepted candidate)")
+        if filled == total:
+            return f"All {total} dataset and variation cell{pluralize(total)} {'is' if total == 1 else 'are'} filled."
+        listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        return f"Of the {total} dataset and variation cell{pluralize(total)}, {listed}."
+
+    @property
     def summary(self) -> str:
         return (
-            f"Sampled {self.pairs} pairs ({self.per_variation} per dataset and variation, seed {self.seed}); "
-            f"{self.pairs * 3} examples to rate."
+            f"Sampled {self.pairs} pair{pluralize(self.pairs)} ({self.per_variation} per dataset and variation, "
+            f"seed {self.seed}); {self.pairs * 3} examples to rate. {self.cells_summary}"
         )
 
     def shortfall_messages(self) -> list[str]:
-        return [
-            f"{cell.dataset} / {cell.variation}: only {cell.accepted} accepted candidates "
-            f"(asked for {self.per_variation}); took all of them."
-            for cell in self.shortfalls
-        ]
+        """One line per short cell, and one line naming the empty cells."""
+        messages = []
+        for cell in self.short_cells:
+            took = "took it" if cell.drawn == 1 else f"took all {cell.drawn}"
+            messages.append(
+                f"{cell.dataset} / {cell.variation}: {cell.accepted} accepted candidate{pluralize(cell.accepted)}, "
+                f"{self.per_variation} asked for; {took}."
+            )
+        if empty := self.empty_cells:
+            names = ", ".join(f"{cell.dataset} / {cell.variation}" for cell in empty)
+            messages.append(
+                f"No accepted candidate, nothing sampled, in {len(empty)} cell{pluralize(len(empty))}: {names}."
+            )
+        return messages
 
     def as_dict(self) -> dict:
         return {
@@ -342,3 +665,11 @@ def sample_pairs(
         study.sampled_at = timezone.now()
         study.save(update_fields=["sample_seed", "sample_per_variation", "sample_datasets", "sampled_at"])
     return report
+
+
+def save_preferences(user: AbstractBaseUser, *, theme: str, single_key_shortcuts: bool) -> Preferences:
+    """Store a person's display and keyboard preferences (their row is created on the first save)."""
+    preferences, _ = Preferences.objects.update_or_create(
+        user=user, defaults={"theme": theme, "single_key_shortcuts": single_key_shortcuts}
+    )
+    return preferences

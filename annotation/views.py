@@ -1,19 +1,64 @@
 import uuid
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
-from django_htmx.http import push_url, reswap, retarget
+from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
-from annotation.decorators import role_required
-from annotation.forms import ImportForm, RatingForm, SampleForm, StudyForm, UndoWindowForm
-from annotation.importing import ImportRejected
-from annotation.models import Assignment, AssignmentStatus, Role, Study, Task
+from annotation.accounts import UnlockRefused, attempts_left, cool_off_text, locked_accounts, unlock_account
+from annotation.decorators import SESSION_ENDED, role_required
+from annotation.forms import (
+    ConfirmGuideForm,
+    GuideForm,
+    ImportForm,
+    PracticeImportForm,
+    PracticeSettingsForm,
+    PreferencesForm,
+    RatingForm,
+    RewriteImportForm,
+    SampleForm,
+    SkipPracticeForm,
+    StudyForm,
+    UndoWindowForm,
+)
+from annotation.guide import (
+    GuideRefused,
+    confirm_guide,
+    confirmations,
+    guide_changes,
+    guide_status,
+    needs_confirmation,
+    publish_guide,
+    render_guide,
+)
+from annotation.importing import COLUMN_HELP, EXAMPLE_PAIRS, ImportRejected
+from annotation.models import Assignment, AssignmentStatus, GuideVersion, PracticeAttempt, Rating, Role, Study, Task
+from annotation.practice import (
+    PendingStep,
+    PracticeRefused,
+    agreement_by_reader,
+    import_practice_items,
+    next_practice,
+    pending_step,
+    practice_reading_item,
+    practice_required,
+    set_practice_requirement,
+    set_skip_practice,
+    show_practice,
+    submit_practice,
+)
+from annotation.preferences import current_preferences, remember_preferences
 from annotation.reading import (
+    home_studies,
     next_assignment,
     queue_position,
     reader_queues,
@@ -22,8 +67,8 @@ from annotation.reading import (
     taken_back_rating,
 )
 from annotation.roles import has_role
-from annotation.services import SamplingRefused, import_pairs, sample_pairs
-from consensus.adjudication import adjudication_queue, prior_ratings
+from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs, save_preferences
+from consensus.adjudication import adjudication_queue, adjudication_queues, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,
@@ -42,13 +87,73 @@ from consensus.services import (
 UNPROCESSABLE = 422
 
 
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for on pages without our icon link (the admin's): the site's icon.
+
+    Resolved per request: the static files' manifest may not exist yet when the URLconf loads.
+    """
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
+class LoginView(auth_views.LoginView):
+    """Django's log-in page, saying why one is here and how many attempts are left.
+
+    A logged-in user is told who they are and offered the way on instead of the form.
+    """
+
+    def get_context_data(self, **kwargs) -> dict:
+        context = super().get_context_data(**kwargs)
+        context["session_ended"] = self.request.GET.get(SESSION_ENDED) is not None
+        return context
+
+    def form_invalid(self, form) -> HttpResponse:
+        left = attempts_left(self.request, form.data.get("username", ""))
+        return self.render_to_response(self.get_context_data(form=form, attempts_left=left))
+
+
+@role_required(Role.COORDINATOR)
+def locked_logins(request: HttpRequest) -> HttpResponse:
+    """Accounts locked out after repeated failed log-ins, with an Unlock button each."""
+    if request.method == "POST":
+        username = request.POST.get("username", "")
+        try:
+            unlock_account(username, actor=request.user)
+        except UnlockRefused as refused:
+            messages.error(request, str(refused))
+        else:
+            messages.success(request, f"{username} can log in again.")
+        return redirect("locked_logins")
+    context = {
+        "accounts": locked_accounts(),
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "cool_off": cool_off_text(),
+    }
+    return render(request, "registration/locked_logins.html", context)
+
+
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     if has_role(request.user, Role.COORDINATOR):
         return redirect("study_list")
     if has_role(request.user, Role.READER) or has_role(request.user, Role.ADJUDICATOR):
         return redirect("reader_home")
+    if has_role(request.user, Role.DATA_MANAGER):
+        # The data manager's start page: the studies, their state and last release.
+        return redirect("release_index")
     return render(request, "annotation/home.html")
+
+
+@login_required
+def preferences(request: HttpRequest) -> HttpResponse:
+    """Everyone's own settings: the colour theme and the single-key shortcuts."""
+    form = PreferencesForm(request.POST or None, initial=current_preferences(request))
+    if request.method == "POST" and form.is_valid():
+        saved = save_preferences(request.user, **form.cleaned_data)
+        remember_preferences(request.session, {field: getattr(saved, field) for field in form.cleaned_data})
+        messages.success(request, "Your settings are saved.")
+        return redirect("preferences")
+    status = UNPROCESSABLE if form.errors else 200
+    return render(request, "annotation/preferences.html", {"form": form}, status=status)
 
 
 @role_required(Role.COORDINATOR)
@@ -69,7 +174,9 @@ def _study_context(study: Study, **extra) -> dict:
     return {
         "study": study,
         "summary": study.candidate_summary(),
+        "columns": COLUMN_HELP,
         "import_form": ImportForm(),
+        "rewrites_form": RewriteImportForm(),
         "sample_form": SampleForm(initial={"per_variation": study.sample_per_variation or 10}),
         "undo_form": UndoWindowForm(instance=study),
         **extra,
@@ -82,10 +189,20 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "annotation/study_detail.html", _study_context(study))
 
 
-@require_POST
+@role_required(Role.COORDINATOR)
+def example_pairs_file(request: HttpRequest) -> FileResponse:
+    """The small example import file of the README, to download from the import form."""
+    return FileResponse(
+        EXAMPLE_PAIRS.open("rb"), as_attachment=True, filename=EXAMPLE_PAIRS.name, content_type="text/csv"
+    )
+
+
 @role_required(Role.COORDINATOR)
 def study_import(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        # The form posts here; an address typed or bookmarked goes to the form itself.
+        return redirect(reverse("study_detail", args=[study.slug]) + "#import-heading")
     form = ImportForm(request.POST, request.FILES)
     context = {"study": study, "import_form": form}
     status = 200
@@ -93,8 +210,10 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
         status = UNPROCESSABLE
     else:
         upload = form.cleaned_data["file"]
+        # "Import this file now" after a dry run sends the same form again, for real.
+        dry_run = form.cleaned_data["dry_run"] and "import_now" not in request.POST
         try:
-            report = import_pairs(study, upload.read(), filename=upload.name, dry_run=form.cleaned_data["dry_run"])
+            report = import_pairs(study, upload.read(), filename=upload.name, dry_run=dry_run)
         except ImportRejected as rejected:
             context["problems"] = rejected.problems
             status = UNPROCESSABLE
@@ -104,10 +223,34 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_partial(request, "import-result", context, status=status)
 
 
-@require_POST
+@role_required(Role.COORDINATOR)
+def study_import_rewrites(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        return redirect(reverse("study_detail", args=[study.slug]) + "#rewrites-heading")
+    form = RewriteImportForm(request.POST, request.FILES)
+    context = {"study": study, "rewrites_form": form}
+    status = 200
+    if not form.is_valid():
+        status = UNPROCESSABLE
+    else:
+        upload = form.cleaned_data["file"]
+        try:
+            report = import_rewrites(study, upload.read(), filename=upload.name, dry_run=form.cleaned_data["dry_run"])
+        except ImportRejected as rejected:
+            context["rewrite_problems"] = rejected.problems
+            status = UNPROCESSABLE
+        else:
+            context["rewrite_report"] = report
+            context["summary"] = study.candidate_summary()
+    return _render_partial(request, "rewrites-result", context, status=status)
+
+
 @role_required(Role.COORDINATOR)
 def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if request.method != "POST":
+        return redirect(reverse("study_detail", args=[study.slug]) + "#sample-heading")
     form = SampleForm(request.POST)
     context = {"study": study, "sample_form": form}
     status = 200
@@ -127,6 +270,7 @@ def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             context["sample_report"] = report
             context["summary"] = study.candidate_summary()
+            study.refresh_from_db()
     return _render_partial(request, "sample-result", context, status=status)
 
 
@@ -191,9 +335,24 @@ def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignmen
 @role_required(Role.READER, Role.ADJUDICATOR)
 def reader_home(request: HttpRequest) -> HttpResponse:
     queues = reader_queues(request.user) if has_role(request.user, Role.READER) else []
-    adjudications = adjudication_queue(request.user) if has_role(request.user, Role.ADJUDICATOR) else None
-    context = {"queues": queues, "adjudications": adjudications, "saved_notice": saved_notice(request.user)}
+    adjudicates = has_role(request.user, Role.ADJUDICATOR)
+    adjudications = adjudication_queues(request.user) if adjudicates else []
+    studies = home_studies(queues, adjudications)
+    context = {"studies": studies, "adjudicates": adjudicates, "saved_notice": saved_notice(request.user)}
     return render(request, "annotation/reader_home.html", context)
+
+
+@role_required(Role.ADJUDICATOR)
+def adjudication_next(request: HttpRequest, slug: str) -> HttpResponse:
+    """The adjudicator's next open adjudication in a study, or home when none waits."""
+    study = get_object_or_404(
+        Study.objects.filter(examples__adjudications__adjudicator=request.user).distinct(), slug=slug
+    )
+    following = adjudication_queue(request.user, study_id=study.pk)["next"]
+    if following is None:
+        messages.success(request, f"No adjudication is waiting for you in {study.name} now. Thank you.")
+        return redirect("reader_home")
+    return redirect("adjudication_page", following.public_id)
 
 
 @role_required(Role.READER)
@@ -202,6 +361,10 @@ def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
     study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
     if task not in Task.values:
         raise Http404
+    step = pending_step(request.user, study, task)
+    if step is not None:
+        messages.info(request, step.detail)
+        return redirect(_step_url(step, study, task))
     assignment = next_assignment(request.user, task=task, study_id=study.pk)
     if assignment is None:
         messages.success(
@@ -219,11 +382,16 @@ def reading_page(request: HttpRequest, assignment_id: uuid.UUID) -> HttpResponse
     if request.method == "POST":
         return _submit_rating(request, assignment)
     if assignment.status == AssignmentStatus.OPEN:
+        step = pending_step(request.user, assignment.example.study, assignment.task)
+        if step is not None:
+            messages.info(request, step.detail)
+            return redirect(_step_url(step, assignment.example.study, assignment.task))
         show_assignment(assignment)
     template = "annotation/reading.html"
     if request.htmx and not request.htmx.history_restore_request:
-        template += "#reading-panel"
-    return render(request, template, _reading_context(request, assignment))
+        return render(request, template + "#reading-panel", _reading_context(request, assignment))
+    context = _reading_context(request, assignment, guide_html=_guide_html(assignment.example.study))
+    return render(request, template, context)
 
 
 def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse:
@@ -257,6 +425,12 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
         raise Http404 from None
 
     example = assignment.example
+    step = pending_step(request.user, example.study, example.task)
+    if step is not None:
+        # The guide changed meanwhile: the reader sees what changed and confirms it before the next item.
+        messages.info(request, step.detail)
+        url = _step_url(step, example.study, example.task)
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     following = next_assignment(request.user, task=example.task, study_id=example.study_id)
     if not request.htmx:
         return redirect("reading_page", following.public_id) if following else redirect("reader_home")
@@ -283,6 +457,14 @@ def reading_undo(request: HttpRequest) -> HttpResponse:
             return redirect("reader_home")
         return render(request, "annotation/_saved_notice.html", {"refusal": str(refused)}, status=409)
     assignment = _own_assignment(request, result.assignment.public_id)
+    study = assignment.example.study
+    step = pending_step(request.user, study, assignment.task)
+    if step is not None:
+        # The guide changed meanwhile (or practice became due): that step comes first, as before any item.
+        messages.success(request, "Your rating was taken back. The item waits first in your queue.")
+        messages.info(request, step.detail)
+        url = _step_url(step, study, assignment.task)
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     if not request.htmx:
         return redirect("reading_page", assignment.public_id)
     context = _reading_context(request, assignment, saved_notice=None)
@@ -304,7 +486,7 @@ def _own_adjudication(request: HttpRequest, adjudication_id: uuid.UUID) -> Adjud
 
 
 def _adjudication_context(adjudication: Adjudication, form: RatingForm | None = None, **extra) -> dict:
-    queue = adjudication_queue(adjudication.adjudicator)
+    queue = adjudication_queue(adjudication.adjudicator, study_id=adjudication.example.study_id)
     is_open = adjudication.status == AdjudicationStatus.OPEN
     if form is None and is_open:
         form = RatingForm(task=adjudication.task, initial={"form_token": uuid.uuid4()})
@@ -344,7 +526,7 @@ def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpR
             return render(request, panel, _adjudication_context(adjudication, form), status=UNPROCESSABLE)
         except NotFound:
             raise Http404 from None
-        following = adjudication_queue(request.user)["next"]
+        following = adjudication_queue(request.user, study_id=adjudication.example.study_id)["next"]
         if following is None:
             if not request.htmx:
                 return redirect("reader_home")
@@ -356,7 +538,253 @@ def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpR
         response = render(request, panel, _adjudication_context(following))
         return push_url(response, reverse("adjudication_page", args=[following.public_id]))
     if adjudication.status == AdjudicationStatus.OPEN:
+        study = adjudication.example.study
+        if needs_confirmation(request.user, study):
+            messages.info(request, "Read the study's guide and confirm it before adjudicating.")
+            return redirect(
+                reverse("reader_guide", args=[study.slug]) + "?" + urlencode({"next": request.get_full_path()})
+            )
         show_adjudication(adjudication)
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, panel, _adjudication_context(adjudication))
-    return render(request, "annotation/adjudication.html", _adjudication_context(adjudication))
+    context = _adjudication_context(adjudication, guide_html=_guide_html(adjudication.example.study))
+    return render(request, "annotation/adjudication.html", context)
+
+
+# --- The reader guide and the practice round -----------------------------------------------------
+
+
+def _guide_html(study: Study) -> str | None:
+    """The study's current guide, rendered, for the panel of reading pages (no query without a guide)."""
+    if not study.guide_number:
+        return None
+    current = GuideVersion.objects.current(study)
+    return render_guide(current.text) if current else None
+
+
+def _step_url(step: PendingStep, study: Study, task: str, *, then: str = "") -> str:
+    """Where a reader goes for a pending step (the guide, or the practice round of a task)."""
+    if step.kind == "guide":
+        return reverse("reader_guide", args=[study.slug]) + "?" + urlencode({"next": then or task})
+    return reverse("practice_next", args=[study.slug, task])
+
+
+def _after_guide_url(request: HttpRequest, study: Study) -> str:
+    then = request.POST.get("next") or request.GET.get("next") or ""
+    if then in Task.values:
+        return reverse("reading_next", args=[study.slug, then])
+    if then.startswith("/") and url_has_allowed_host_and_scheme(then, allowed_hosts={request.get_host()}):
+        return then
+    return reverse("reader_home")
+
+
+@role_required(Role.READER, Role.ADJUDICATOR)
+def reader_guide(request: HttpRequest, slug: str) -> HttpResponse:
+    """The study's guide for a reader: read it (with what changed since the version they
+    confirmed) and confirm it."""
+    study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
+    status = guide_status(request.user, study)
+    if status.current is None:
+        raise Http404
+    form = ConfirmGuideForm(request.POST or None, initial={"version": status.current.number})
+    problem = ""
+    if request.method == "POST" and form.is_valid():
+        try:
+            confirm_guide(request.user, study, form.cleaned_data["version"])
+        except GuideRefused as refused:
+            problem = str(refused)
+            form = ConfirmGuideForm(initial={"version": status.current.number})
+        else:
+            messages.success(request, f"You confirmed version {status.current.number} of the guide.")
+            return redirect(_after_guide_url(request, study))
+    changes = None
+    if status.needs_confirmation and status.confirmed is not None:
+        changes = guide_changes(status.confirmed.text, status.current.text)
+    context = {
+        "study": study,
+        "guide": status.current,
+        "guide_html": render_guide(status.current.text),
+        "confirmed": status.confirmed,
+        "needs_confirmation": status.needs_confirmation,
+        "changes": changes,
+        "form": form,
+        "problem": problem,
+        "next": request.POST.get("next") or request.GET.get("next") or "",
+        "back_url": _after_guide_url(request, study),
+    }
+    return render(request, "annotation/reader_guide.html", context, status=409 if problem else 200)
+
+
+def _own_practice(request: HttpRequest, attempt_id: uuid.UUID) -> PracticeAttempt:
+    return get_object_or_404(
+        PracticeAttempt.objects.select_related("item", "study"), public_id=attempt_id, reader=request.user
+    )
+
+
+@role_required(Role.READER)
+def practice_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
+    study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
+    if task not in Task.values:
+        raise Http404
+    step = pending_step(request.user, study, task)
+    if step is not None and step.kind == "guide":
+        return redirect(_step_url(step, study, task))
+    attempt = next_practice(request.user, study, task)
+    if attempt is None:
+        return redirect("reading_next", study.slug, task)
+    return redirect("practice_page", attempt.public_id)
+
+
+def _practice_context(attempt: PracticeAttempt, form: RatingForm | None = None, **extra) -> dict:
+    if form is None and not attempt.is_rated:
+        form = RatingForm(task=attempt.task, initial={"form_token": uuid.uuid4()})
+    remaining = practice_required(attempt.reader, attempt.study, attempt.task)
+    return {
+        "attempt": attempt,
+        "study": attempt.study,
+        "item": practice_reading_item(attempt),
+        "form": None if attempt.is_rated else form,
+        "remaining": remaining,
+        "reference_label": Rating(attempt.item.reference_rating).label,
+        "next_url": reverse("practice_next", args=[attempt.study.slug, attempt.task]),
+        **extra,
+    }
+
+
+@role_required(Role.READER)
+def practice_page(request: HttpRequest, attempt_id: uuid.UUID) -> HttpResponse:
+    """A practice item, on the same page as real items; after the rating, the reference and why."""
+    attempt = _own_practice(request, attempt_id)
+    panel = "annotation/practice.html#reading-panel" if request.htmx else "annotation/practice.html"
+    if request.method == "POST":
+        form = RatingForm(request.POST, task=attempt.task)
+        if not form.is_valid():
+            return render(request, panel, _practice_context(attempt, form), status=UNPROCESSABLE)
+        try:
+            attempt, _ = submit_practice(
+                reader=request.user,
+                attempt_id=attempt.public_id,
+                rating=form.cleaned_data["rating"],
+                rationale=form.cleaned_data["rationale"],
+                form_token=form.cleaned_data["form_token"],
+            )
+        except PracticeRefused as refused:
+            attempt = _own_practice(request, attempt_id)
+            if attempt.is_rated:
+                return render(request, panel, _practice_context(attempt, notice=str(refused)), status=409)
+            form.add_error(refused.field, str(refused))
+            show_practice(attempt)
+            return render(request, panel, _practice_context(attempt, form), status=UNPROCESSABLE)
+        return render(request, panel, _practice_context(attempt))
+    if not attempt.is_rated:
+        if needs_confirmation(request.user, attempt.study):
+            step = PendingStep("guide", "Read the study's guide and confirm it before practising.")
+            return redirect(_step_url(step, attempt.study, attempt.task))
+        show_practice(attempt)
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "annotation/practice.html#reading-panel", _practice_context(attempt))
+    context = _practice_context(attempt, guide_html=_guide_html(attempt.study))
+    return render(request, "annotation/practice.html", context)
+
+
+# --- The coordinator's guide and practice page ----------------------------------------------------
+
+
+def _guide_page_context(study: Study, **extra) -> dict:
+    versions = list(study.guide_versions.select_related("author").order_by("-number"))
+    current = versions[0] if versions else None
+    return {
+        "study": study,
+        "versions": versions,
+        "current": current,
+        "guide_html": render_guide(current.text) if current else None,
+        "guide_form": GuideForm(initial={"text": current.text if current else ""}),
+        "confirmations": confirmations(study),
+        "practice_form": PracticeSettingsForm(instance=study),
+        "practice_import_form": PracticeImportForm(),
+        "practice_items": list(study.practice_items.order_by("task", "position", "pk")),
+        "agreement": agreement_by_reader(study),
+        "members": list(study.members.select_related("user").order_by("user__username", "role")),
+        **extra,
+    }
+
+
+@role_required(Role.COORDINATOR)
+def study_guide(request: HttpRequest, slug: str) -> HttpResponse:
+    """The coordinator's page for the reader guide (write, versions, who confirmed) and the practice round."""
+    study = get_object_or_404(Study, slug=slug)
+    shown = request.GET.get("version")
+    if request.method == "POST":
+        form = GuideForm(request.POST)
+        if form.is_valid():
+            try:
+                version, created = publish_guide(study, form.cleaned_data["text"], author=request.user)
+            except GuideRefused as refused:
+                form.add_error("text", str(refused))
+            else:
+                if created:
+                    messages.success(
+                        request, f"Saved as version {version.number}. Readers confirm it before their next item."
+                    )
+                else:
+                    messages.info(request, f"No change: version {version.number} already has this text.")
+                return redirect("study_guide", study.slug)
+        return render(
+            request, "annotation/study_guide.html", _guide_page_context(study, guide_form=form), status=UNPROCESSABLE
+        )
+    extra = {}
+    if shown and shown.isdigit():
+        old = get_object_or_404(GuideVersion, study=study, number=int(shown))
+        extra = {"old_version": old, "old_html": render_guide(old.text)}
+    return render(request, "annotation/study_guide.html", _guide_page_context(study, **extra))
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_practice_import(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    form = PracticeImportForm(request.POST, request.FILES)
+    extra: dict = {"practice_import_form": form}
+    if form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            report = import_practice_items(
+                study, upload.read(), filename=upload.name, dry_run=form.cleaned_data["dry_run"], actor=request.user
+            )
+        except ImportRejected as rejected:
+            extra["practice_problems"] = rejected.problems
+        else:
+            extra["practice_report"] = report
+            extra["practice_import_form"] = PracticeImportForm()
+    status = 200 if "practice_report" in extra else UNPROCESSABLE
+    return render(request, "annotation/study_guide.html", _guide_page_context(study, **extra), status=status)
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_practice_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    form = PracticeSettingsForm(request.POST, instance=Study.objects.get(pk=study.pk))
+    if form.is_valid():
+        set_practice_requirement(study, form.cleaned_data["practice_items_required"], actor=request.user)
+        messages.success(request, "Practice requirement saved.")
+        return redirect("study_guide", study.slug)
+    return render(
+        request, "annotation/study_guide.html", _guide_page_context(study, practice_form=form), status=UNPROCESSABLE
+    )
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_practice_skip(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    form = SkipPracticeForm(request.POST)
+    if not form.is_valid():
+        return render(request, "annotation/study_guide.html", _guide_page_context(study), status=UNPROCESSABLE)
+    try:
+        set_skip_practice(study, form.cleaned_data["username"], form.cleaned_data["skip"], actor=request.user)
+    except PracticeRefused as refused:
+        return render(
+            request, "annotation/study_guide.html", _guide_page_context(study, skip_problem=str(refused)), status=409
+        )
+    return redirect("study_guide", study.slug)

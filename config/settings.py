@@ -26,7 +26,7 @@ if not SECRET_KEY:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. Set it in the environment (for example: "
             "export SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(50))')), "
-            "or set DEBUG=1 for local development."
+            "or set DEBUG=1 for local development (bin/manage and bin/demo do)."
         )
     SECRET_KEY = "development-only-insecure-key-do-not-use-in-production"  # noqa: S105
 
@@ -82,6 +82,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.csp",
                 "annotation.context_processors.roles",
+                "annotation.context_processors.preferences",
             ],
         },
     },

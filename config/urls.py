@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 from analysis import api as analysis_api
 from annotation import api as annotation_api
+from annotation import views as annotation_views
 from consensus import api as consensus_api
 from exports import api as exports_api
 
@@ -59,10 +60,17 @@ coordination_api = [
     ),
     # Coordinators and data managers: the study's results (analysis).
     path("studies/<slug:slug>/results/", analysis_api.StudyResultsView.as_view(), name="api_study_results"),
+    path(
+        "studies/<slug:slug>/metric-scores/",
+        analysis_api.StudyMetricScoresView.as_view(),
+        name="api_study_metric_scores",
+    ),
 ]
 
 urlpatterns = [
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    # Browsers and the admin's pages ask for /favicon.ico: the site's own icon, not a 404.
+    path("favicon.ico", annotation_views.favicon),
+    path("accounts/login/", annotation_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -8,12 +8,35 @@ from annotation.models import Rating, Task, tiebreak
 from consensus.models import Adjudication, AdjudicationStatus
 
 
-def adjudication_queue(adjudicator) -> dict:
-    """The adjudicator's open and decided adjudications (two queries)."""
+def adjudication_queue(adjudicator, *, study_id: int | None = None) -> dict:
+    """The adjudicator's open and decided adjudications, in one study if given (two queries)."""
     mine = Adjudication.objects.filter(adjudicator=adjudicator).exclude(status=AdjudicationStatus.VOIDED)
+    if study_id is not None:
+        mine = mine.filter(example__study_id=study_id)
     counts = mine.aggregate(total=Count("pk"), open=Count("pk", filter=Q(status=AdjudicationStatus.OPEN)))
     following = mine.filter(status=AdjudicationStatus.OPEN).order_by("created_at", "pk").first()
     return {"total": counts["total"], "done": counts["total"] - counts["open"], "next": following}
+
+
+def adjudication_queues(adjudicator) -> list[dict]:
+    """The adjudicator's queue per study: decided and total, and whether one waits (one query)."""
+    rows = (
+        Adjudication.objects.filter(adjudicator=adjudicator)
+        .exclude(status=AdjudicationStatus.VOIDED)
+        .values("example__study__slug", "example__study__name")
+        .annotate(total=Count("pk"), open=Count("pk", filter=Q(status=AdjudicationStatus.OPEN)))
+        .order_by("example__study__name")
+    )
+    return [
+        {
+            "study_slug": row["example__study__slug"],
+            "study_name": row["example__study__name"],
+            "total": row["total"],
+            "done": row["total"] - row["open"],
+            "waiting": row["open"] > 0,
+        }
+        for row in rows
+    ]
 
 
 @dataclass(frozen=True)

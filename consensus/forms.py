@@ -1,8 +1,9 @@
 from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
 
-from annotation.models import MemberRole, Role, Study, Task
+from annotation.models import MemberRole, Role, Study, StudyMember, Task
 from annotation.roles import ROLE_GROUP_NAMES
 from consensus import progress
 
@@ -18,7 +19,7 @@ class AddMemberForm(forms.Form):
         queryset=get_user_model().objects.none(),
         to_field_name="username",
         label="Person",
-        help_text="People who hold the Reader or Adjudicator role.",
+        help_text="People who hold the Reader or Adjudicator role and are not yet active in this study in it.",
     )
     role = forms.ChoiceField(choices=MemberRole.choices, label="Role in this study")
     max_assignments = forms.IntegerField(
@@ -28,16 +29,18 @@ class AddMemberForm(forms.Form):
         help_text="Automatic assignment gives this reader at most this many initial reads. Empty: no cap.",
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, study: Study, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         user_model = get_user_model()
+        active = StudyMember.objects.filter(study=study, active=True)
+        # Someone already active in every role they could take here is not offered again.
+        could_join = Q(groups__name=ROLE_GROUP_NAMES[Role.READER]) & ~Q(
+            pk__in=active.filter(role=MemberRole.READER).values("user_id")
+        ) | Q(groups__name=ROLE_GROUP_NAMES[Role.ADJUDICATOR]) & ~Q(
+            pk__in=active.filter(role=MemberRole.ADJUDICATOR).values("user_id")
+        )
         self.fields["user"].queryset = (
-            user_model.objects.filter(
-                is_active=True,
-                groups__name__in=[ROLE_GROUP_NAMES[Role.READER], ROLE_GROUP_NAMES[Role.ADJUDICATOR]],
-            )
-            .distinct()
-            .order_by(user_model.USERNAME_FIELD)
+            user_model.objects.filter(could_join, is_active=True).distinct().order_by(user_model.USERNAME_FIELD)
         )
 
 

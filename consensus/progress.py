@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.paginator import Paginator
 from django.db import models
 from django.db.models import Count, Q, QuerySet
 
@@ -68,6 +69,15 @@ class ProgressRow:
     def percent_done(self) -> int:
         """Share of examples with a consensus label, rounded down (100 only when all have one)."""
         return self.consensus * 100 // self.total if self.total else 0
+
+    @property
+    def cells(self) -> list[tuple[str, str, int]]:
+        """(state filter, column name, count) of the table's columns, in order: the four states,
+        then unrouted. The column name makes each count's link name say what it counts."""
+        return [
+            *((state, state.label, getattr(self, state.value)) for state in ExampleState),
+            ("unrouted", "Unrouted", self.unrouted),
+        ]
 
     def add(self, other: "ProgressRow") -> None:
         for name in ("waiting", "third_read", "adjudication", "consensus", "unrouted"):
@@ -127,6 +137,38 @@ def study_progress(study: Study) -> StudyProgress:
         task.variations.sort(key=lambda row: positions[row.variation])
     tasks = sorted(by_task.values(), key=lambda t: TASK_ORDER.index(t.task))
     return StudyProgress(tasks=tasks, overall=overall)
+
+
+@dataclass(frozen=True)
+class Unassigned:
+    """Examples that nobody was ever given (no open or rated read), and the readers who could be."""
+
+    examples: int
+    active_readers: int
+    readers_needed: int
+
+    @property
+    def too_few_readers(self) -> bool:
+        return self.active_readers < self.readers_needed
+
+
+def unassigned_examples(study: Study) -> Unassigned:
+    """Examples waiting for initial reads that have no reader at all, e.g. before any assignment.
+
+    Not the same as unrouted: routing never ran for them. Two queries.
+    """
+    examples = (
+        Example.objects.filter(study=study, state=ExampleState.WAITING)
+        .exclude(assignments__status__in=[AssignmentStatus.OPEN, AssignmentStatus.DONE])
+        .count()
+    )
+    readers = StudyMember.objects.filter(study=study, role=MemberRole.READER, active=True).count()
+    return Unassigned(examples=examples, active_readers=readers, readers_needed=minimum_readers(study))
+
+
+def minimum_readers(study: Study) -> int:
+    """Readers automatic assignment needs: four when a pair's Task 1 versions are kept apart, else two."""
+    return 4 if study.keep_versions_apart else 2
 
 
 # --- Workload per member --------------------------------------------------------------------------
@@ -379,6 +421,7 @@ class ReaderDetail:
     adjudications: list[Adjudication]
     history: list[AuditEvent]
     warning: str = ""
+    pages: dict = field(default_factory=dict)
 
     @property
     def subspecialty(self) -> str:
@@ -394,33 +437,73 @@ def study_members(study: Study) -> QuerySet:
     )
 
 
-def reader_detail(study: Study, user: AbstractBaseUser, viewer: AbstractBaseUser) -> ReaderDetail:
+def reader_detail(
+    study: Study,
+    user: AbstractBaseUser,
+    viewer: AbstractBaseUser,
+    *,
+    per_page: int | None = None,
+    assignments_page: str | int | None = None,
+    history_page: str | int | None = None,
+) -> ReaderDetail:
     """One member's memberships, assignments and adjudications in the study, and the audit events
     that concern them (subject = them, whoever the actor). Assignments, adjudications and events
     of pairs hidden from viewer are marked hidden; warning is the member's conflict-of-interest
-    warning. Six queries."""
+    warning. Six queries, and two counts with per_page: then the assignments and the history are
+    one page each (detail.pages["assignments"], detail.pages["history"] are the Django Pages)."""
     examples = ("example__pair__dataset", "example__pair__variation")
+    assignments = (
+        Assignment.objects.filter(example__study=study, reader=user)
+        .select_related(*examples, "reader", "annotation")
+        .order_by("example__task", "created_at", "pk")
+    )
+    history = (
+        AuditEvent.objects.filter(study=study, subject=user)
+        .select_related("actor", "subject", "example__pair__variation")
+        .order_by("created_at", "pk")
+    )
+    pages = {}
+    if per_page:
+        pages["assignments"] = Paginator(assignments, per_page).get_page(assignments_page)
+        pages["history"] = Paginator(history, per_page).get_page(history_page)
     detail = ReaderDetail(
         user=user,
         memberships=list(StudyMember.objects.filter(study=study, user=user).order_by("role")),
-        assignments=list(
-            Assignment.objects.filter(example__study=study, reader=user)
-            .select_related(*examples, "reader", "annotation")
-            .order_by("example__task", "created_at", "pk")
-        ),
+        assignments=list(pages["assignments"].object_list if pages else assignments),
         adjudications=list(
             Adjudication.objects.filter(example__study=study, adjudicator=user)
             .select_related(*examples, "adjudicator")
             .order_by("created_at", "pk")
         ),
-        history=list(
-            AuditEvent.objects.filter(study=study, subject=user)
-            .select_related("actor", "subject", "example")
-            .order_by("created_at", "pk")
-        ),
+        history=list(pages["history"].object_list if pages else history),
         warning=enrolment_warning(user.get_username(), user_roles(user)),
+        pages=pages,
     )
     hidden = hidden_pair_ids(viewer, study)
     for rows in (detail.assignments, detail.adjudications, detail.history):
         mark_hidden(rows, hidden)
     return detail
+
+
+# --- Examples of a progress cell ----------------------------------------------------------------
+
+EXAMPLE_FILTER_STATES = [*ExampleState.values, "unrouted"]
+
+
+def filtered_examples(study: Study, *, task: str = "", variation: str = "", state: str = "") -> QuerySet:
+    """The examples a progress cell counts: of a task, a variation and a state (or unrouted), each optional.
+
+    Unknown filter values match nothing rather than everything.
+    """
+    examples = Example.objects.filter(study=study).select_related("pair__dataset", "pair__variation")
+    if task:
+        examples = examples.filter(task=task)
+    if variation:
+        examples = examples.filter(pair__variation__key=variation)
+    if state == "unrouted":
+        examples = examples.filter(unrouted=True)
+    elif state:
+        examples = examples.filter(state=state)
+    return examples.order_by(
+        "task", "pair__variation__position", "pair__dataset__key", "pair__source_study_id", "report_type", "pk"
+    )

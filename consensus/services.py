@@ -21,6 +21,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation import queues
+from annotation.guide import confirmed_version_id
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
     RATIONALE_MAX_LENGTH,
@@ -221,6 +222,7 @@ def _store_annotation(
         duration_ms=_time_on_task(assignment, now),
         settle_by=now + window,
         settled_at=None if window else now,
+        guide_version_id=confirmed_version_id(reader, example.study),
     )
     Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.DONE)
     queues.count(reader.pk, example.study_id, example.task, opened=-1, rated=1)

@@ -9,6 +9,7 @@ urlpatterns = [
     path("studies/<slug:slug>/readers/<str:username>/", views.reader_detail, name="reader_detail"),
     path("studies/<slug:slug>/members/", views.study_add_member, name="study_add_member"),
     path("studies/<slug:slug>/assign/", views.study_assign, name="study_assign"),
+    path("studies/<slug:slug>/examples/", views.study_examples, name="study_examples"),
     path("studies/<slug:slug>/examples/<uuid:example_id>/", views.example_detail, name="example_detail"),
     path("studies/<slug:slug>/examples/<uuid:example_id>/assign/", views.example_assign, name="example_assign"),
     path(

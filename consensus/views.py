@@ -6,14 +6,16 @@ rate, and sees those pairs' rows masked in lists (consensus.conflicts).
 """
 
 import uuid
+from urllib.parse import urlencode
 
 from django.contrib.auth import get_user_model
-from django.http import HttpRequest, HttpResponse
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
 from annotation.decorators import role_required
-from annotation.models import Annotation, Assignment, Example, Role, Study
+from annotation.models import Annotation, Assignment, Example, ExampleState, Role, Study, Task
 from annotation.roles import enrolment_warning, user_roles
 from consensus import progress
 from consensus.assignment import (
@@ -24,7 +26,7 @@ from consensus.assignment import (
     reassign_assignment,
     withdraw_assignment,
 )
-from consensus.conflicts import PAIR_HIDDEN, is_hidden_from
+from consensus.conflicts import PAIR_HIDDEN, hidden_pair_ids, is_hidden_from, mark_hidden
 from consensus.forms import AddMemberForm, AutoAssignForm, ReaderForm, VoidForm, first_error
 from consensus.services import NotFound, SubmissionRefused, void_annotation
 
@@ -35,7 +37,11 @@ UNPROCESSABLE = 422
 @role_required(Role.COORDINATOR)
 def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
-    context = {"study": study, "progress": progress.study_progress(study)}
+    context = {
+        "study": study,
+        "progress": progress.study_progress(study),
+        "unassigned": progress.unassigned_examples(study),
+    }
     # The table polls this view and swaps in its own fragment.
     template = "consensus/study_progress.html#progress-table" if request.htmx else "consensus/study_progress.html"
     return render(request, template, context)
@@ -45,7 +51,38 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
 def study_unrouted(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     examples = progress.unrouted_examples(study, request.user)
-    return render(request, "consensus/study_unrouted.html", {"study": study, "examples": examples})
+    context = {"study": study, "examples": examples, "unassigned": progress.unassigned_examples(study)}
+    return render(request, "consensus/study_unrouted.html", context)
+
+
+EXAMPLES_PER_PAGE = 50
+READER_ROWS_PER_PAGE = 25
+
+
+@role_required(Role.COORDINATOR)
+def study_examples(request: HttpRequest, slug: str) -> HttpResponse:
+    """The examples behind a number of the Progress table, a page at a time, each linking to its page."""
+    study = get_object_or_404(Study, slug=slug)
+    filters = {name: request.GET.get(name, "") for name in ("task", "variation", "state")}
+    if filters["task"] not in ["", *Task.values] or filters["state"] not in ["", *progress.EXAMPLE_FILTER_STATES]:
+        raise Http404
+    page = Paginator(progress.filtered_examples(study, **filters), EXAMPLES_PER_PAGE).get_page(request.GET.get("page"))
+    mark_hidden(page.object_list, hidden_pair_ids(request.user, study), "pair_id")
+    context = {
+        "study": study,
+        "page": page,
+        "filters": filters,
+        "task_label": Task(filters["task"]).label if filters["task"] else "",
+        "state_label": _state_label(filters["state"]),
+        "query": urlencode({k: v for k, v in filters.items() if v}),
+    }
+    return render(request, "consensus/study_examples.html", context)
+
+
+def _state_label(state: str) -> str:
+    if state == "unrouted":
+        return "waiting for an eligible person"
+    return ExampleState(state).label.lower() if state else ""
 
 
 # --- Members and their workload ------------------------------------------------------------------
@@ -55,8 +92,9 @@ def _readers_context(study: Study, **extra) -> dict:
     return {
         "study": study,
         "workload": progress.study_workload(study),
-        "member_form": AddMemberForm(),
+        "member_form": AddMemberForm(study=study),
         "assign_form": AutoAssignForm(),
+        "unassigned": progress.unassigned_examples(study),
         **extra,
     }
 
@@ -78,7 +116,7 @@ def study_readers(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR)
 def study_add_member(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
-    form = AddMemberForm(request.POST)
+    form = AddMemberForm(request.POST, study=study)
     if not form.is_valid():
         return _render_readers(request, study, "member-panel", {"member_form": form}, status=UNPROCESSABLE)
     try:
@@ -93,7 +131,7 @@ def study_add_member(request: HttpRequest, slug: str) -> HttpResponse:
         context = {"member_form": form, "member_refusal": str(refused)}
         return _render_readers(request, study, "member-panel", context, status=UNPROCESSABLE)
     context = {
-        "member_form": AddMemberForm(),
+        "member_form": AddMemberForm(study=study),
         "member_added": member,
         "member_warning": enrolment_warning(member.user.get_username(), user_roles(member.user)),
         "workload": progress.study_workload(study),
@@ -121,8 +159,22 @@ def study_assign(request: HttpRequest, slug: str) -> HttpResponse:
 def reader_detail(request: HttpRequest, slug: str, username: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     user = get_object_or_404(progress.study_members(study), **{get_user_model().USERNAME_FIELD: username})
-    detail = progress.reader_detail(study, user, request.user)
-    return render(request, "consensus/reader_detail.html", {"study": study, "detail": detail})
+    detail = progress.reader_detail(
+        study,
+        user,
+        request.user,
+        per_page=READER_ROWS_PER_PAGE,
+        assignments_page=request.GET.get("assignments"),
+        history_page=request.GET.get("history"),
+    )
+    context = {
+        "study": study,
+        "detail": detail,
+        # Each pager keeps the other's page.
+        "assignments_query": urlencode({"history": detail.pages["history"].number}),
+        "history_query": urlencode({"assignments": detail.pages["assignments"].number}),
+    }
+    return render(request, "consensus/reader_detail.html", context)
 
 
 # --- One example and the coordinator's changes to it --------------------------------------------

@@ -87,6 +87,7 @@ class StudyReleaseViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                 version=options["version"],
                 datasets=options["datasets"],
                 include_unfinished=options["include_unfinished"],
+                include_guide=options["include_guide"],
                 license_text=options.get("license_text", study.license_text),
             )
         except ReleaseRefused as refused:

@@ -18,10 +18,16 @@ class ReleaseForm(forms.Form):
         help_text="Examples without a consensus yet are released with an empty consensus rating; "
         "otherwise they are left out.",
     )
+    include_guide = forms.BooleanField(
+        required=False,
+        label="Include the reader guide",
+        help_text="Adds guide.md, the study's reader guide (its newest version), listed in the README and "
+        "SHA256SUMS.txt. Off by default: the release layout stays as specified.",
+    )
     license_text = forms.CharField(
         label="Licence text",
         strip=False,
-        widget=forms.Textarea(attrs={"rows": 6}),
+        widget=forms.Textarea(attrs={"rows": 18, "cols": 80, "class": "licence-text", "spellcheck": "false"}),
         help_text="Written to LICENSE.txt exactly as given.",
         error_messages={"required": "A release needs its licence text: paste it here."},
     )

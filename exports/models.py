@@ -61,6 +61,9 @@ class Release(models.Model):
     version = models.CharField(max_length=32)
     datasets = models.JSONField(default=list, blank=True, help_text="Empty: every dataset of the study.")
     include_unfinished = models.BooleanField(default=False)
+    include_guide = models.BooleanField(
+        default=False, help_text="Add the study's reader guide (its newest version) as guide.md."
+    )
     license_text = models.TextField()
     status = models.CharField(max_length=8, choices=ReleaseStatus.choices, default=ReleaseStatus.QUEUED)
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent done while building.")

@@ -34,6 +34,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "version",
             "datasets",
             "include_unfinished",
+            "include_guide",
             "license_text",
             "status",
             "progress",
@@ -67,6 +68,9 @@ class ReleaseRequestSerializer(serializers.Serializer):
     )
     include_unfinished = serializers.BooleanField(
         default=False, help_text="Release examples without a consensus too, with an empty consensus rating."
+    )
+    include_guide = serializers.BooleanField(
+        default=False, help_text="Add the study's reader guide (its newest version) as guide.md."
     )
     license_text = serializers.CharField(
         required=False,

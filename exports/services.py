@@ -17,18 +17,20 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Count, OuterRef, Subquery
 from django.tasks import TaskResultStatus
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from annotation.models import Annotation, Dataset, Example, Rating, Study, Task
+from annotation.models import Annotation, Dataset, Example, ExampleState, GuideVersion, Rating, Study, Task
 from consensus.models import LabelSource
 from exports import rows
 from exports.models import HEARTBEAT_TIMEOUT, Release, ReleaseAction, ReleaseEvent, ReleaseStatus
@@ -87,7 +89,11 @@ Progress = Callable[[int, int], None]
 
 
 class ReleaseRefused(Exception):
-    """The options do not make a valid release; nothing was written."""
+    """The options do not make a valid release; nothing was written. field names the option at fault."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ReleaseConflict(Exception):
@@ -114,6 +120,7 @@ class ReleaseSummary:
     include_unfinished: bool
     counts: dict[str, TaskCounts]
     row_counts: dict[str, int]
+    guide_version: int | None = None
 
 
 class _CsvFile:
@@ -139,15 +146,25 @@ class _CsvFile:
 def check_release_options(*, version: str, license_text: str, datasets: list[str] | None) -> list[str]:
     """The datasets to release (sorted, without repeats; empty = all), or ReleaseRefused naming the bad option."""
     if not VERSION_PATTERN.match(version):
-        raise ReleaseRefused(f"Version '{version}' is not digits and dots (e.g. 1.0.0).")
+        raise ReleaseRefused(f"Version '{version}' is not digits and dots (e.g. 1.0.0).", field="version")
     if not license_text.strip():
-        raise ReleaseRefused("A release needs its licence text: supply a licence file, or set the study's licence.")
+        raise ReleaseRefused(
+            "A release needs its licence text: supply a licence file, or set the study's licence.", field="license_text"
+        )
     known = set(Dataset.objects.values_list("key", flat=True))
     datasets = sorted(set(datasets or []))
     unknown = [d for d in datasets if d not in known]
     if unknown:
-        raise ReleaseRefused(f"Unknown dataset(s): {', '.join(unknown)}. Use one of: {', '.join(sorted(known))}.")
+        raise ReleaseRefused(
+            f"Unknown dataset(s): {', '.join(unknown)}. Use one of: {', '.join(sorted(known))}.", field="datasets"
+        )
     return datasets
+
+
+def check_guide_option(study: Study) -> None:
+    """ReleaseRefused unless the study has a reader guide to add as guide.md."""
+    if not GuideVersion.objects.filter(study=study).exists():
+        raise ReleaseRefused("This study has no reader guide to include. Write one, or build without it.")
 
 
 def build_release(
@@ -158,24 +175,35 @@ def build_release(
     version: str = "1.0.0",
     datasets: list[str] | None = None,
     include_unfinished: bool = False,
+    include_guide: bool = False,
     progress: Progress | None = None,
 ) -> ReleaseSummary:
     """Write the release folder of a study into out_dir (which must not exist yet).
 
     Only examples with a consensus are released, unless include_unfinished, which adds the
     others with an empty consensus rating. datasets restricts the release to some datasets.
+    include_guide adds guide.md: the study's reader guide (its newest version, as stored).
     Every query of the build reads one snapshot of the database (rows.snapshot()), so ratings
     submitted meanwhile cannot make the files disagree; progress is called inside it and must
     write through another connection (the worker's BuildMonitor does).
     """
     datasets = check_release_options(version=version, license_text=license_text, datasets=datasets)
+    if include_guide:
+        check_guide_option(study)
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ReleaseRefused(f"{out_dir} is not empty. Give a new folder for the release.")
 
     with rows.snapshot():
         return _build_in_snapshot(
-            study, out_dir, license_text, version, datasets, include_unfinished=include_unfinished, progress=progress
+            study,
+            out_dir,
+            license_text,
+            version,
+            datasets,
+            include_unfinished=include_unfinished,
+            include_guide=include_guide,
+            progress=progress,
         )
 
 
@@ -187,6 +215,7 @@ def _build_in_snapshot(
     datasets: list[str],
     *,
     include_unfinished: bool,
+    include_guide: bool = False,
     progress: Progress | None,
 ) -> ReleaseSummary:
     in_study = Example.objects.filter(study=study)
@@ -225,6 +254,13 @@ def _build_in_snapshot(
             counts=counts,
             row_counts=row_counts,
         )
+        if include_guide:
+            # Read in the build's snapshot, like every file of it.
+            guide = GuideVersion.objects.current(study)
+            if guide is None:
+                raise ReleaseRefused("This study has no reader guide to include. Write one, or build without it.")
+            (work / "guide.md").write_text(guide.text, encoding="utf-8", newline="")
+            summary.guide_version = guide.number
         (work / "LICENSE.txt").write_text(license_text, encoding="utf-8", newline="")
         readme = render_to_string("exports/release_readme.md", _readme_context(study, summary))
         (work / "README.md").write_text(readme, encoding="utf-8", newline="")
@@ -362,7 +398,8 @@ def _version_taken(study: Study, version: str) -> ReleaseRefused:
     return ReleaseRefused(
         f"Version {version} of {study.slug} is already built or building, and a version names one content "
         f"for ever (even once its zip is deleted; only a failed build gives it back). "
-        f"Use the next free version, {next_free_version(study, version)}."
+        f"Use the next free version, {next_free_version(study, version)}.",
+        field="version",
     )
 
 
@@ -374,6 +411,7 @@ def request_release(
     datasets: list[str] | None,
     include_unfinished: bool,
     license_text: str,
+    include_guide: bool = False,
     enqueue: bool = True,
 ) -> Release:
     """Queue a release build of a study; the worker (manage.py db_worker) builds it, never a request.
@@ -386,9 +424,11 @@ def request_release(
     yet. enqueue=False reserves the version for a build run in this process (export_release).
     """
     datasets = check_release_options(version=version, license_text=license_text, datasets=datasets)
+    if include_guide:
+        check_guide_option(study)
     limit = Release._meta.get_field("version").max_length
     if len(version) > limit:
-        raise ReleaseRefused(f"Version '{version}' is longer than {limit} characters.")
+        raise ReleaseRefused(f"Version '{version}' is longer than {limit} characters.", field="version")
     if Release.objects.holding_version(study, version).exists():
         raise _version_taken(study, version)
     try:
@@ -399,6 +439,7 @@ def request_release(
                 version=version,
                 datasets=datasets,
                 include_unfinished=include_unfinished,
+                include_guide=include_guide,
                 license_text=license_text,
             )
             _record(release, ReleaseAction.REQUESTED, user)
@@ -536,3 +577,39 @@ def _enqueue_build(release_pk: int, public_id: str) -> None:
         )
         return
     Release.objects.filter(pk=release_pk).update(task_id=str(result.id))
+
+
+# A task that has waited this long while none runs means no worker is taking tasks.
+WORKER_SILENCE = timedelta(minutes=1)
+
+
+def worker_seems_stopped() -> bool:
+    """True when a background task (a release build, a results computation) has waited more than
+    WORKER_SILENCE to start while none is running: the worker process is not running.
+
+    The worker leaves no other trace, so this can tell only once something waits for it.
+    """
+    waiting = DBTaskResult.objects.filter(
+        status=TaskResultStatus.READY, run_after__lte=timezone.now() - WORKER_SILENCE
+    ).exists()
+    return waiting and not DBTaskResult.objects.filter(status=TaskResultStatus.RUNNING).exists()
+
+
+def studies_with_last_release() -> list[Study]:
+    """Every study with its reading state (examples, with a consensus) and its last release build.
+
+    One query: counts and the last build are subqueries, so the rows do not multiply.
+    """
+    examples = Example.objects.filter(study=OuterRef("pk")).order_by().values("study")
+    last = Release.objects.filter(study=OuterRef("pk"), deleted_at__isnull=True).order_by("-created_at", "-pk")
+    studies = Study.objects.annotate(
+        n_examples=Subquery(examples.annotate(n=Count("pk")).values("n")[:1]),
+        n_consensus=Subquery(examples.filter(state=ExampleState.CONSENSUS).annotate(n=Count("pk")).values("n")[:1]),
+        last_version=Subquery(last.values("version")[:1]),
+        last_status=Subquery(last.values("status")[:1]),
+        last_release_at=Subquery(last.values("created_at")[:1]),
+    ).order_by("name")
+    studies = list(studies)
+    for study in studies:
+        study.last_status_label = ReleaseStatus(study.last_status).label if study.last_status else ""
+    return studies

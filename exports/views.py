@@ -4,7 +4,6 @@ import uuid
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.db.models import Count, Max
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -20,6 +19,8 @@ from exports.services import (
     fail_stale_releases,
     request_release,
     retry_release,
+    studies_with_last_release,
+    worker_seems_stopped,
 )
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
@@ -29,8 +30,11 @@ UNPROCESSABLE = 422
 @role_required(Role.DATA_MANAGER)
 def release_index(request: HttpRequest) -> HttpResponse:
     # Roles are global: a data manager builds releases of every study.
-    studies = Study.objects.annotate(n_releases=Count("releases"), last_release_at=Max("releases__created_at"))
-    return render(request, "exports/release_index.html", {"studies": studies.order_by("name")})
+    return render(
+        request,
+        "exports/release_index.html",
+        {"studies": studies_with_last_release(), "worker_stopped": worker_seems_stopped()},
+    )
 
 
 def _releases_context(study: Study, **extra) -> dict:
@@ -41,6 +45,7 @@ def _releases_context(study: Study, **extra) -> dict:
         "study": study,
         "releases": releases,
         "building": any(release.is_building for release in releases),
+        "worker_stopped": worker_seems_stopped(),
         **extra,
     }
 
@@ -60,7 +65,8 @@ def release_list(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             queued = request_release(study, user=request.user, **form.cleaned_data)
         except ReleaseRefused as refused:
-            form.add_error(None, str(refused))
+            # Tied to its field when it names one, so the field is marked invalid and described by it.
+            form.add_error(refused.field if refused.field in form.fields else None, str(refused))
     if queued is not None and not request.htmx:
         messages.success(request, f"Release {queued.version} is queued; it is listed below as it builds.")
         return redirect("release_list", slug=study.slug)

@@ -36,9 +36,44 @@
     return document.getElementById("rating-form");
   }
 
-  function draftKey(form) {
-    return "readingroom-draft:" + form.dataset.draftKey;
+  // Drafts live in localStorage (every tab of this browser), under the user's opaque key and the
+  // item's public id: another user of the same browser never sees them; logging out clears them
+  // (app.js). Without an owner key (not logged in) nothing is kept.
+  function draftKey(itemKey) {
+    const owner = document.body.dataset.draftOwner;
+    return owner ? "readingroom-draft:" + owner + ":" + itemKey : null;
   }
+
+  const drafts = {
+    get: function (itemKey) {
+      const key = draftKey(itemKey);
+      try {
+        return key ? JSON.parse(localStorage.getItem(key) || "null") : null;
+      } catch (error) {
+        return null;
+      }
+    },
+    set: function (itemKey, draft) {
+      const key = draftKey(itemKey);
+      try {
+        if (key) {
+          localStorage.setItem(key, JSON.stringify(draft));
+        }
+      } catch (error) {
+        // Storage may be full or disabled; the draft is a convenience only.
+      }
+    },
+    remove: function (itemKey) {
+      const key = draftKey(itemKey);
+      try {
+        if (key) {
+          localStorage.removeItem(key);
+        }
+      } catch (error) {
+        // As above.
+      }
+    },
+  };
 
   // The rationale is required the moment a label that needs one is chosen.
   function applyRationaleRule(form) {
@@ -54,23 +89,14 @@
   function saveDraft(form) {
     const chosen = form.querySelector("input[name=rating]:checked");
     const rationale = form.querySelector("textarea[name=rationale]");
-    try {
-      sessionStorage.setItem(draftKey(form), JSON.stringify({
-        rating: chosen ? chosen.value : "",
-        rationale: rationale.value,
-      }));
-    } catch (error) {
-      // Storage may be full or disabled; the draft is a convenience only.
-    }
+    drafts.set(form.dataset.draftKey, {
+      rating: chosen ? chosen.value : "",
+      rationale: rationale.value,
+    });
   }
 
   function restoreDraft(form) {
-    let draft = null;
-    try {
-      draft = JSON.parse(sessionStorage.getItem(draftKey(form)) || "null");
-    } catch (error) {
-      draft = null;
-    }
+    const draft = drafts.get(form.dataset.draftKey);
     if (!draft) {
       return;
     }
@@ -92,7 +118,7 @@
     setUpUndoNotice();
     const stored = root.querySelector ? root.querySelector("[data-stored-for]") : null;
     if (stored) {
-      sessionStorage.removeItem("readingroom-draft:" + stored.dataset.storedFor);
+      drafts.remove(stored.dataset.storedFor);
     }
     const form = currentForm();
     if (!form || form.dataset.ready) {
@@ -101,11 +127,11 @@
     form.dataset.ready = "1";
     restoreDraft(form);
     applyRationaleRule(form);
+    // Choosing a label changes whether a rationale is required, never where focus is: arrow keys
+    // keep moving through the choices and Tab goes on to the rationale (WCAG 3.2.2).
     form.addEventListener("change", function (event) {
       if (event.target.name === "rating") {
-        if (applyRationaleRule(form)) {
-          form.querySelector("textarea[name=rationale]").focus();
-        }
+        applyRationaleRule(form);
       }
       saveDraft(form);
     });
@@ -114,16 +140,44 @@
     });
   }
 
-  function isTyping(event) {
-    return Boolean(event.target.closest("textarea, input[type=text], select")) ||
-      event.ctrlKey || event.metaKey || event.altKey;
+  // Keys act on the item only where the reader is reading it: focus inside the reading panel (its
+  // heading, report or rating form) or on what holds it (the page after a click on the report
+  // text, the main region after the skip link).
+  // Never on the menu, a link, or a text field outside the form (WCAG 2.1.4).
+  function keysApply(target) {
+    const panel = document.getElementById("reading");
+    if (!panel) {
+      return false;
+    }
+    if (target.contains(panel)) {
+      return true; // the page or its main region, as after the skip link
+    }
+    return panel.contains(target) && !target.closest("a[href]");
+  }
+
+  function isTextField(target) {
+    return Boolean(target.closest("textarea, select, [contenteditable]") ||
+      (target.matches("input") && !target.matches("[type=radio], [type=checkbox], [type=submit], [type=button]")));
+  }
+
+  // Single-key shortcuts: on unless the person turned them off in their settings.
+  function singleKeysOn() {
+    return document.body.dataset.singleKeyShortcuts !== "off";
+  }
+
+  function singleKeyAllowed(event) {
+    return singleKeysOn() && !isTextField(event.target) && !event.ctrlKey && !event.metaKey && !event.altKey;
   }
 
   document.addEventListener("keydown", function (event) {
-    // U: undo the last rating, scoped like the label keys (never while typing or with a modifier).
-    if ((event.key === "u" || event.key === "U") && !isTyping(event)) {
+    if (!keysApply(event.target)) {
+      return;
+    }
+    // U: undo the last rating while the notice offers it; a single-key shortcut like 1/2/3 (same
+    // scope, never in a text field or with a modifier, off with the person's setting).
+    if (event.key === "u" || event.key === "U") {
       const undo = document.getElementById("undo-button");
-      if (undo && !undo.disabled) {
+      if (undo && !undo.disabled && singleKeyAllowed(event)) {
         event.preventDefault();
         undo.form.requestSubmit();
       }
@@ -138,7 +192,7 @@
       form.requestSubmit();
       return;
     }
-    if (isTyping(event)) {
+    if (!singleKeyAllowed(event)) {
       return;
     }
     const input = form.querySelector("input[name=rating][data-key='" + CSS.escape(event.key) + "']");
@@ -173,10 +227,13 @@
     }
   });
 
-  document.addEventListener("htmx:afterRequest", function (event) {
-    const form = event.detail.elt;
-    if (form && form.id === "rating-form" && event.detail.successful) {
-      sessionStorage.removeItem(draftKey(form));
+  // Before the swap, while the form is still in the page (htmx:afterRequest comes after the swap,
+  // on an element that is no longer the form).
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const form = event.detail.requestConfig && event.detail.requestConfig.elt;
+    const status = event.detail.xhr.status;
+    if (form && form.id === "rating-form" && status >= 200 && status < 300) {
+      drafts.remove(form.dataset.draftKey);
     }
   });
 
@@ -211,7 +268,7 @@
         "so your rating was not saved.", form.dataset.queuesUrl);
     } else {
       showNotSaved(form, "Your rating was not saved (the server answered " + status + "). " +
-        "Reload the page and submit again: your choice and rationale are kept in this tab.");
+        "Reload the page and submit again: your choice and rationale are kept in this browser.");
     }
   });
 
@@ -219,17 +276,58 @@
     const form = event.detail.elt;
     if (form && form.id === "rating-form") {
       showNotSaved(form, "Your rating was not saved: the server could not be reached. " +
-        "Check your connection and submit again; your choice and rationale are kept in this tab.");
+        "Check your connection and submit again; your choice and rationale are kept in this browser.");
     }
   });
 
-  // After a swap, set up the new item and move focus to it for keyboard and screen-reader users.
+  // Say something in the page's polite live region (it sits outside the swapped panel, so it is
+  // there before and after the swap). Emptied first so the same words are announced again.
+  function announce(text) {
+    const region = document.getElementById("announcer");
+    if (!region) {
+      return;
+    }
+    region.textContent = "";
+    window.setTimeout(function () { region.textContent = text; }, 50);
+  }
+
+  // After a panel swap the reader is on a new item (or told it was not stored): bring its heading
+  // to the top of the viewport and focus it, so the next keys act on it without scrolling back.
+  // A refused rating instead focuses the first invalid field (app.js marks and focuses it).
+  function showSwappedPanel(panel) {
+    if (panel.querySelector("[aria-invalid=true]")) {
+      return;
+    }
+    const heading = panel.querySelector("#reading-heading");
+    if (!heading) {
+      return;
+    }
+    heading.focus({ preventScroll: true });
+    heading.scrollIntoView({ block: "start", inline: "nearest", behavior: "instant" });
+    const saved = panel.querySelector("#saved-notice .saved-text");
+    const notice = panel.querySelector(".notice");
+    // "Item 7, Task 1. Saved: Item 6, Minor Issues. <notice>"
+    const parts = [heading.textContent.trim()];
+    if (saved) {
+      parts.push(saved.textContent.trim().replace(/\.$/, ""));
+    }
+    if (notice) {
+      parts.push(notice.textContent.trim());
+    }
+    announce(parts.join(". "));
+  }
+
   document.addEventListener("htmx:afterSettle", function (event) {
     setUp(document);
     const panel = document.getElementById("reading");
     if (panel && event.detail.target && event.detail.target.id === "reading") {
-      panel.setAttribute("tabindex", "-1");
-      panel.focus({ preventScroll: false });
+      showSwappedPanel(panel);
+    }
+    // Undo refused (its window had just closed): the button is gone, so focus goes to the reason.
+    const refusal = document.getElementById("saved-notice");
+    if (refusal && event.detail.target && event.detail.target.id === "saved-notice" && refusal.isConnected) {
+      refusal.setAttribute("tabindex", "-1");
+      refusal.focus();
     }
   });
 

@@ -1,5 +1,6 @@
 """Who may call what under /api/: the whole matrix, token authentication and default deny."""
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +15,17 @@ from rest_framework.settings import api_settings
 from rest_framework.test import APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
-from annotation.models import CandidatePair, Role, Study
+from analysis.models import MetricScore
+from annotation.models import (
+    CandidatePair,
+    Dataset,
+    GuideAcknowledgement,
+    GuideVersion,
+    OriginalReport,
+    PracticeItem,
+    Role,
+    Study,
+)
 from annotation.permissions import DenyAll
 from config.urls import router
 from tests.factories import csv_bytes, csv_row, make_pair, make_study, make_user
@@ -51,6 +62,39 @@ def _import_file() -> dict:
     return {"file": SimpleUploadedFile("pairs.csv", csv_bytes([csv_row()]), content_type="text/csv")}
 
 
+_rewrite_ids = itertools.count(50_100_000)
+
+
+def _rewrite_file() -> dict:
+    """A rewrite of a freshly stored original report (so that an allowed call imports a pair)."""
+    study_id = str(next(_rewrite_ids))
+    OriginalReport.objects.create(
+        dataset=Dataset.objects.get(key="mimic-cxr"),
+        source_study_id=study_id,
+        findings="Lungs are clear.",
+        impression="Normal.",
+        content_hash="0" * 32,
+    )
+    row = {"dataset": "mimic-cxr", "study_id": study_id, "reref_variation": "hedging", "verdict": "accepted"}
+    row |= {"alternative_findings": "The lungs are probably clear.", "alternative_impression": "Likely normal."}
+    data = csv_bytes([row], columns=list(row))
+    return {"file": SimpleUploadedFile("rewrites.csv", data, content_type="text/csv")}
+
+
+def _practice_file() -> dict:
+    data = b"original_findings,original_impression,alternative_findings,alternative_impression,"
+    data += b"task2_rating,task2_explanation\r\n"
+    data += b"Clear.,Normal.,Lungs clear.,No acute process.,equivalent,Same content.\r\n"
+    return {"file": SimpleUploadedFile("practice.csv", data, content_type="text/csv")}
+
+
+def _metric_scores_file() -> dict:
+    pair = CandidatePair.objects.get(study__slug="s1", sampled=True)
+    data = b"dataset,study_id,reref_variation,metric,score\r\n"
+    data += f"{pair.dataset.key},{pair.source_study_id},{pair.variation.key},bertscore,0.9\r\n".encode()
+    return {"file": SimpleUploadedFile("scores.csv", data, content_type="text/csv")}
+
+
 SOME_ID = "6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b"
 
 
@@ -63,6 +107,7 @@ ENDPOINTS = [
     Endpoint("study-list", "post", "/api/studies/", COORDINATORS, 201, lambda: {"slug": "new-study", "name": "New"}),
     Endpoint("study-detail", "get", "/api/studies/s1/", COORDINATORS),
     Endpoint("study-imports", "post", "/api/studies/s1/imports/", COORDINATORS, 201, _import_file, None),
+    Endpoint("study-rewrites", "post", "/api/studies/s1/rewrites/", COORDINATORS, 201, _rewrite_file, None),
     Endpoint("study-sample", "post", "/api/studies/s1/sample/", COORDINATORS, 200, lambda: {"per_variation": 1}),
     Endpoint("study-summary", "get", "/api/studies/s1/summary/", COORDINATORS),
     Endpoint("study-pairs", "get", "/api/studies/s1/pairs/", COORDINATORS),
@@ -116,6 +161,15 @@ ENDPOINTS = [
     # The study's results, computed in the background: the first request queues them (202).
     Endpoint("api_study_results", "get", "/api/studies/s1/results/", COORDINATORS | DATA_MANAGERS, 202),
     Endpoint("api_study_results", "post", "/api/studies/s1/results/", COORDINATORS | DATA_MANAGERS, 202),
+    Endpoint(
+        "api_study_metric_scores",
+        "post",
+        "/api/studies/s1/metric-scores/",
+        COORDINATORS,
+        201,
+        _metric_scores_file,
+        None,
+    ),
     # The reader API. Nothing is assigned to these users: an empty queue is a 204, and an
     # assignment id is a 404 (never theirs), which a reader only gets past the permission check.
     Endpoint("reading-next", "get", "/api/reading/next/?task=realism", READERS, 204),
@@ -124,6 +178,23 @@ ENDPOINTS = [
     Endpoint("reading-rating", "post", f"/api/reading/{SOME_ID}/rating/", READERS, 404, _rating),
     # Nothing rated: nothing to take back (409, with the reason).
     Endpoint("reading-undo", "post", "/api/reading/undo/", READERS, 409),
+    # The reader guide and the practice round (a study these readers have no part in: 404).
+    Endpoint("reading-guide", "get", "/api/reading/guide/?study=s1", READERS, 404),
+    Endpoint("reading-guide", "post", "/api/reading/guide/", READERS, 404, lambda: {"study": "s1", "version": 1}),
+    Endpoint("reading-practice", "get", "/api/reading/practice/?study=s1&task=realism", READERS, 404),
+    Endpoint("reading-practice-rating", "post", f"/api/reading/practice/{SOME_ID}/rating/", READERS, 404, _rating),
+    Endpoint("study-guide", "get", "/api/studies/s1/guide/", COORDINATORS),
+    Endpoint("study-guide", "post", "/api/studies/s1/guide/", COORDINATORS, 201, lambda: {"text": "# Guide"}),
+    Endpoint("study-practice", "get", "/api/studies/s1/practice/", COORDINATORS),
+    Endpoint("study-practice", "post", "/api/studies/s1/practice/", COORDINATORS, 201, _practice_file, None),
+    Endpoint(
+        "study-practice-settings",
+        "post",
+        "/api/studies/s1/practice-settings/",
+        COORDINATORS,
+        200,
+        lambda: {"practice_items_required": 1},
+    ),
     Endpoint("schema", "get", "/api/schema/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/?script=", LOGGED_IN),
@@ -140,13 +211,23 @@ def _call(client: Client, endpoint: Endpoint):
 
 
 def _state() -> tuple:
-    return (Study.objects.count(), CandidatePair.objects.count(), CandidatePair.objects.filter(sampled=True).count())
+    return (
+        Study.objects.count(),
+        CandidatePair.objects.count(),
+        CandidatePair.objects.filter(sampled=True).count(),
+        GuideVersion.objects.count(),
+        GuideAcknowledgement.objects.count(),
+        PracticeItem.objects.count(),
+        MetricScore.objects.count(),
+        list(Study.objects.values_list("practice_items_required", flat=True)),
+    )
 
 
 @pytest.fixture
 def api_study(db):
     study = make_study("s1")
     make_pair(study)
+    CandidatePair.objects.filter(pk=make_pair(study, variation="terminology").pk).update(sampled=True)  # for scores
     return study
 
 
@@ -212,11 +293,12 @@ def test_it_accepts_a_coordinators_token(api_study):
 
 def test_it_refuses_a_readers_token(api_study):
     client = _token_client(make_user(Role.READER))
+    before = _state()
 
     assert client.get("/api/studies/").status_code == 403
     response = client.post("/api/studies/s1/sample/", {"per_variation": 1}, content_type="application/json")
     assert response.status_code == 403
-    assert not CandidatePair.objects.filter(sampled=True).exists()
+    assert _state() == before
 
 
 def test_it_refuses_an_inactive_coordinators_token_with_a_401(api_study):

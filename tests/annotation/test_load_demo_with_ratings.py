@@ -9,7 +9,13 @@ from django.db import transaction
 from django.tasks import default_task_backend
 from django.test import override_settings
 
-from annotation.management.commands.load_demo import DEMO_USERS, reading_plans
+from annotation.management.commands.load_demo import (
+    DEMO_USERS,
+    RATIONALES,
+    TO_READ_SLUG,
+    rationale_choices,
+    reading_plans,
+)
 from annotation.models import (
     THIRD_READ_SLOT,
     Annotation,
@@ -184,3 +190,45 @@ def test_the_rated_demo_study_can_be_released_at_once(demo, settings, tmp_path, 
     )
     adjudicated = ConsensusLabel.objects.filter(example__study=study, label_source=LabelSource.ADJUDICATED)
     assert release.row_counts["task1/task1_disagreed.csv"] == adjudicated.filter(task=Task.REALISM).count()
+
+
+def test_it_leaves_a_second_study_to_read_with_work_for_every_role(demo):
+    _, out, _ = demo
+    study = Study.objects.get(slug=TO_READ_SLUG)
+    open_reads = Assignment.objects.filter(example__study=study, status=AssignmentStatus.OPEN)
+
+    # Every demo reader logs in to a queue with Task 1 and Task 2 items.
+    for number in range(1, 7):
+        tasks = set(open_reads.filter(reader__username=f"reader{number}").values_list("task", flat=True))
+        assert tasks == {Task.REALISM, Task.EQUIVALENCE}, number
+    # ... and the adjudicator to one three-way split.
+    (adjudication,) = Adjudication.objects.filter(example__study=study)
+    assert adjudication.status == AdjudicationStatus.OPEN
+    assert adjudication.adjudicator.username == "adjudicator"
+    assert Annotation.objects.filter(example=adjudication.example).values("rating").distinct().count() == 3
+    # The rest is unread.
+    assert Annotation.objects.filter(example__study=study).count() == 3
+    # The printed logins say so.
+    assert f"reader1      reader (cardiothoracic); waiting in '{study.name}': Task 1 items and Task 2 items" in out
+    assert (
+        f"adjudicator  adjudicator (cardiothoracic); waiting in '{study.name}': 1 three-way split to adjudicate" in out
+    )
+
+
+def test_its_rationales_fit_the_variation_of_the_pair(demo):
+    rated = Annotation.objects.exclude(rationale="").values_list("rating", "rationale", "example__pair__variation__key")
+    adjudicated = Adjudication.objects.exclude(rationale="").values_list(
+        "rating", "rationale", "example__pair__variation__key"
+    )
+
+    assert rated and adjudicated
+    for rating, rationale, variation in [*rated, *adjudicated]:
+        assert rationale in rationale_choices(rating, variation), (rating, rationale, variation)
+    # A negation rationale never lands on another kind of pair.
+    negation = {r for choices in RATIONALES["negation"].values() for r in choices}
+    assert not rated.exclude(example__pair__variation__key__startswith="negation").filter(rationale__in=negation)
+
+
+def test_it_says_what_it_imported_before_what_it_sampled(demo):
+    _, out, _ = demo
+    assert out.index("Imported 48 new pairs") < out.index("Sampled 24 pairs")

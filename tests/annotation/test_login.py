@@ -5,8 +5,9 @@ import logging
 import pytest
 from axes.models import AccessAttempt, AccessFailureLog
 from django.conf import settings
+from django.urls import reverse
 
-from tests.factories import make_user
+from tests.factories import make_assignment, make_example, make_pair, make_study, make_user
 
 LOCKED_OUT_TEXT = "Too many failed log-ins"
 
@@ -122,3 +123,51 @@ def test_a_successful_login_resets_the_failure_count(client, alice):
 
     assert _fail(client, "alice", 4) == [200, 200, 200, 200]
     assert _log_in(client, "alice", "pw-alice").status_code == 302
+
+
+def test_it_says_how_many_attempts_are_left_from_the_third_failure_on(client, alice):
+    texts = [_log_in(client, "alice", "wrong password").content.decode() for _ in range(4)]
+
+    assert "attempt" not in texts[0] and "attempt" not in texts[1]
+    assert "<strong>2 attempts left</strong> before this account is locked" in texts[2]
+    assert "<strong>1 attempt left</strong> before this account is locked" in texts[3]
+    # The fifth failure is the lockout page itself.
+    assert LOCKED_OUT_TEXT in _log_in(client, "alice", "wrong password").content.decode()
+
+
+def test_a_logged_in_user_is_told_who_they_are_and_offered_the_way_on(client, alice):
+    client.force_login(alice)
+
+    html = client.get("/accounts/login/?next=/read/").content.decode()
+
+    assert "You are logged in as <strong>alice</strong>." in html
+    assert 'href="/read/"' in html
+    assert 'name="password"' not in html
+    assert 'action="/accounts/logout/"' in html
+
+
+def test_an_ended_session_is_explained_and_leads_back_to_the_item(client, reader):
+    assignment = make_assignment(make_example(make_pair(make_study())), reader)
+    path = reverse("reading_page", args=[assignment.public_id])
+    client.force_login(reader)
+    client.session.flush()  # the session ends on the server; the browser still sends its cookie
+    client.cookies[settings.SESSION_COOKIE_NAME] = "expired-session-key"
+
+    response = client.get(path)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(f"/accounts/login/?next={path}")
+    html = client.get(response["Location"]).content.decode()
+    assert "Your session ended, so you were logged out." in html
+    assert "a choice and rationale you had not submitted yet are kept in this browser" in html
+    assert f'name="next" value="{path}"' in html
+
+    response = client.post(response["Location"], {"username": "reader", "password": "pw-reader", "next": path})
+
+    assert response["Location"] == path
+
+
+def test_a_first_visit_without_a_session_is_not_called_an_ended_session(client, reader):
+    response = client.get("/read/")
+    assert "session_ended" not in response["Location"]
+    assert "Your session ended" not in client.get(response["Location"]).content.decode()

@@ -43,7 +43,7 @@ def queues(client, reader, study) -> dict[str, list[Assignment]]:
 
 
 def _card(html: str, heading: str) -> str:
-    match = re.search(rf"<h2>{re.escape(heading)}</h2>(.*?)</(?:li|section)>", html, re.DOTALL)
+    match = re.search(rf"<h3>{re.escape(heading)}</h3>(.*?)</li>", html, re.DOTALL)
     assert match, f"no card {heading!r}"
     return match.group(1)
 
@@ -54,7 +54,7 @@ def test_it_shows_done_of_assigned_per_task(client, queues):
     html = client.get(reverse("reader_home")).content.decode()
 
     realism = _card(html, "Task 1: Realism")
-    assert "Pilot study" in realism
+    assert '<h2 id="study-pilot">Pilot study</h2>' in html
     assert "1 rated" in realism
     # No total: it would grow when a third read arrives.
     assert "of 3" not in realism and "<progress" not in realism
@@ -204,15 +204,67 @@ def test_continue_leads_to_the_adjudicators_next_adjudication(client, adjudicato
     _adjudication(study, adjudicator)
 
     html = client.get(reverse("reader_home")).content.decode()
+    continue_url = reverse("adjudication_next", args=[study.slug])
+    assert f'href="{continue_url}"' in _card(html, "Adjudication")
 
-    assert f'href="{reverse("adjudication_page", args=[first.public_id])}"' in _card(html, "Adjudication")
+    response = client.get(continue_url)
+
+    assert response["Location"] == reverse("adjudication_page", args=[first.public_id])
 
 
 def test_an_adjudicator_with_nothing_waiting_is_told_so(client, adjudicator, study):
     html = client.get(reverse("reader_home")).content.decode()
 
-    assert "No adjudication is waiting for you." in html
-    assert "0 of 0 done" in _card(html, "Adjudication")
+    assert "Nothing has been assigned to you yet. No adjudication is waiting for you." in html
+
+    decided = _adjudication(
+        study, adjudicator, status=AdjudicationStatus.DONE, rating=Rating.EQUIVALENT, rationale="Same."
+    )
+    html = client.get(reverse("reader_home")).content.decode()
+
+    assert "1 of 1 done" in _card(html, "Adjudication")
+    assert "No adjudication is waiting for you in this study." in html
+    response = client.get(reverse("adjudication_next", args=[study.slug]), follow=True)
+    assert response.redirect_chain == [(reverse("reader_home"), 302)]
+    assert decided.public_id
+
+
+def test_the_adjudication_queue_is_shown_per_study(client, adjudicator, study):
+    other = make_study("second", name="Second study")
+    _adjudication(study, adjudicator)
+    _adjudication(study, adjudicator, status=AdjudicationStatus.DONE, rating=Rating.EQUIVALENT, rationale="Same.")
+    _adjudication(other, adjudicator)
+
+    html = client.get(reverse("reader_home")).content.decode()
+
+    pilot = html.split('id="study-pilot"', 1)[1].split("</section>", 1)[0]
+    second = html.split('id="study-second"', 1)[1].split("</section>", 1)[0]
+    assert "1 of 2 done" in pilot
+    assert "0 of 1 done" in second
+    assert reverse("adjudication_next", args=["second"]) in second
+
+
+def test_an_adjudicator_cannot_continue_in_a_study_without_their_adjudications(client, adjudicator, study):
+    _adjudication(study, make_user(Role.ADJUDICATOR))
+    assert client.get(reverse("adjudication_next", args=[study.slug])).status_code == 404
+
+
+def test_cards_are_grouped_by_study_unfinished_first_task_1_before_task_2(client, reader, study):
+    client.force_login(reader)
+    finished = make_study("aaa-finished", name="Aaa finished study")
+    for assignment in _queue(reader, finished, Task.REALISM, [1]) + _queue(reader, finished, Task.EQUIVALENCE, [1]):
+        rate(assignment, Rating.REALISTIC if assignment.example.task == Task.REALISM else Rating.EQUIVALENT, "")
+    _queue(reader, study, Task.EQUIVALENCE, [1])
+    _queue(reader, study, Task.REALISM, [1])
+
+    html = client.get(reverse("reader_home")).content.decode()
+
+    # The study with work comes first, although its name sorts after the finished one.
+    assert html.index('id="study-pilot"') < html.index('id="study-aaa-finished"')
+    pilot = html.split('id="study-pilot"', 1)[1].split("</section>", 1)[0]
+    assert pilot.index("Task 1: Realism") < pilot.index("Task 2: Clinical equivalence")
+    finished_card = html.split('id="study-aaa-finished"', 1)[1]
+    assert finished_card.index("Task 1: Realism") < finished_card.index("Task 2: Clinical equivalence")
 
 
 def test_a_reader_who_adjudicates_sees_both(client, study):

@@ -121,8 +121,44 @@ def test_a_get_starts_the_time_on_task_once(client, queue):
     assert queue[0].first_shown_at == first_shown
 
 
+def test_it_names_the_study_and_leads_back_to_the_queues(client, reader):
+    client.force_login(reader)
+    assignment = _queue(reader, 1, study=make_study("chest-2026", name="Chest reports 2026"))[0]
+
+    html = client.get(_url(assignment)).content.decode()
+
+    study_nav = re.search(r'<nav class="reading-study".*?</nav>', html, re.DOTALL).group(0)
+    assert "Chest reports 2026" in study_nav
+    assert f'<a href="{reverse("reader_home")}">Back to your queues</a>' in study_nav
+
+
+EMPTY_SECTION = '<span class="empty-section">empty section</span>'
+
+
+@pytest.mark.parametrize("report_type", [ReportType.ORIGINAL, ReportType.ALTERNATIVE])
+def test_an_empty_section_has_one_marker_that_is_not_report_text(client, reader, report_type):
+    client.force_login(reader)
+    pair = make_pair(
+        make_study(),
+        comparison="",
+        original_findings="",
+        original_impression="None.",
+        alternative_findings="",
+        alternative_impression="None.",
+    )
+    assignment = make_assignment(make_example(pair, task=Task.REALISM, report_type=report_type), reader)
+
+    html = client.get(_url(assignment)).content.decode()
+
+    # The empty comparison and the empty findings get the same marker, outside the report text's
+    # <bdi>; the report's own "None." stays what it is.
+    assert html.count(EMPTY_SECTION) == 2
+    assert "<bdi>None.</bdi>" in html
+    assert "None given" not in html and ">None<" not in html
+
+
 def test_it_says_which_item_of_the_queue_this_is(client, queue):
-    assert "Item 1</p>" in client.get(_url(queue[0])).content.decode()
+    assert ">Item 1</span>" in client.get(_url(queue[0])).content.decode()
 
 
 def test_an_htmx_post_swaps_in_the_next_item(client, queue):
@@ -135,7 +171,7 @@ def test_an_htmx_post_swaps_in_the_next_item(client, queue):
     assert html.lstrip().startswith('<div id="reading"')
     assert "<html" not in html
     assert response["HX-Push-Url"] == _url(queue[1])
-    assert "Item 2</p>" in html
+    assert ">Item 2</span>" in html
     assert "Original findings 1." in html
     assert f'hx-post="{_url(queue[1])}"' in html
     assert Annotation.objects.get().assignment == queue[0]

@@ -4,7 +4,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Assignment, CandidatePair, Example, ReportType, Role, Task, Verdict
-from annotation.services import SamplingRefused, sample_pairs
+from annotation.services import SampleCell, SamplingRefused, sample_pairs
 from tests.factories import make_pair, make_study, make_user
 
 MIMIC_IDS = [str(50_000_000 + i) for i in range(1, 31)]
@@ -87,10 +87,33 @@ def test_it_takes_all_and_says_so_when_a_cell_is_short(db):
     assert len(_sampled(study)[("mimic-cxr", "hedging")]) == 20
     assert len(_sampled(study)[("iu-xray", "terminology")]) == 12
     messages = report.shortfall_messages()
-    assert "iu-xray / terminology: only 12 accepted candidates (asked for 20); took all of them." in messages
-    # Cells of the taxonomy with no accepted candidate at all are reported too.
-    assert any(m.startswith("mimic-cxr / structure--structured: only 0") for m in messages)
-    assert not any("mimic-cxr / hedging" in m for m in messages)
+    assert "iu-xray / terminology: 12 accepted candidates, 20 asked for; took all 12." in messages
+    # Cells of the taxonomy with no accepted candidate at all are named together, in one line.
+    (empty,) = [m for m in messages if m.startswith("No accepted candidate")]
+    assert "mimic-cxr / structure--structured" in empty
+    assert not any("only 0" in m or "mimic-cxr / hedging" in m for m in messages)
+    short, empty_cells = len(report.short_cells), len(report.empty_cells)
+    assert short and empty_cells
+    filled = len(report.cells) - short - empty_cells
+    assert report.cells_summary == (
+        f"Of the {len(report.cells)} dataset and variation cells, {filled} "
+        f"{'is' if filled == 1 else 'are'} filled, {short} {'is' if short == 1 else 'are'} short "
+        f"(all their accepted candidates taken) and {empty_cells} are empty (no accepted candidate)."
+    )
+    assert report.summary.endswith(report.cells_summary)
+
+
+def test_a_cell_with_one_candidate_is_told_in_the_singular(db):
+    study = make_study()
+    _load_candidates(study)
+    report = sample_pairs(study, per_variation=100, seed=3)
+    cell = SampleCell("iu-xray", "hedging", accepted=1, drawn=1)
+    report.cells = [cell]
+
+    assert report.shortfall_messages() == ["iu-xray / hedging: 1 accepted candidate, 100 asked for; took it."]
+    assert report.cells_summary == (
+        "Of the 1 dataset and variation cell, 0 are filled and 1 is short (all their accepted candidates taken)."
+    )
 
 
 def test_it_creates_three_examples_per_sampled_pair(db):
@@ -166,9 +189,18 @@ def test_the_command_samples_and_reports_shortfalls(db, capsys):
     call_command("sample_pairs", "--study", "cmd", "--per-variation", "15", "--seed", "42")
     out, err = capsys.readouterr()
     assert "Sampled 27 pairs" in out
-    assert "iu-xray / terminology: only 12 accepted candidates" in err
+    assert "iu-xray / terminology: 12 accepted candidates, 15 asked for; took all 12." in err
 
 
 def test_the_command_names_an_unknown_study(db):
     with pytest.raises(CommandError, match="No study 'missing'"):
         call_command("sample_pairs", "--study", "missing", "--per-variation", "1")
+
+
+def test_a_sample_with_every_cell_filled_says_so_in_one_phrase(db):
+    study = make_study()
+    _load_candidates(study)
+    report = sample_pairs(study, per_variation=1, seed=3)
+    report.cells = [cell for cell in report.cells if cell.drawn == 1]
+    assert len(report.cells) == 2
+    assert report.cells_summary == "All 2 dataset and variation cells are filled."

@@ -6,9 +6,9 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from annotation.importing import ImportRejected
-from annotation.models import CandidatePair, Study
+from annotation.models import CandidatePair, Role, Study
 from annotation.services import import_pairs
-from tests.factories import csv_bytes, csv_row, make_pair
+from tests.factories import csv_bytes, csv_row, make_pair, make_user
 
 HTMX = {"HX-Request": "true"}
 
@@ -36,7 +36,8 @@ def test_it_imports_and_returns_the_fragment(coordinator_client, study):
     html = response.content.decode()
     assert 'id="import-panel"' in html
     assert "<html" not in html
-    assert '<p class="success" role="status">Imported 2 new pairs.</p>' in html
+    assert '<div class="success" role="status">' in html
+    assert "<p>Imported 2 new pairs.</p>" in html
     assert CandidatePair.objects.filter(study=study).count() == 2
 
 
@@ -163,6 +164,64 @@ def test_it_redirects_anonymous_users_to_log_in(client, study):
     assert not CandidatePair.objects.exists()
 
 
-def test_it_only_accepts_post(coordinator_client, study):
-    response = coordinator_client.get(reverse("study_import", args=[study.slug]))
-    assert response.status_code == 405
+def test_a_dry_run_offers_to_import_the_same_file_now(coordinator_client, study):
+    data = csv_bytes([csv_row(), csv_row()])
+
+    response = _post(coordinator_client, study, data, headers=HTMX, dry_run="on")
+
+    html = response.content.decode()
+    assert "Would import 2 new pairs." in html
+    assert 'name="import_now"' in html
+    # Only the result is swapped (the form, and the file chosen in it, stay in the page).
+    assert "<form" not in html.split('id="import-panel"', 1)[1]
+    assert not CandidatePair.objects.exists()
+
+    # The button sends the same form, dry run still ticked, and imports.
+    response = _post(coordinator_client, study, data, headers=HTMX, dry_run="on", import_now="1")
+
+    assert "Imported 2 new pairs." in response.content.decode()
+    assert CandidatePair.objects.filter(study=study).count() == 2
+
+
+def test_a_dry_run_that_would_import_nothing_offers_nothing(coordinator_client, study):
+    data = csv_bytes([csv_row()])
+    import_pairs(study, data, filename="pairs.csv")
+    response = _post(coordinator_client, study, data, headers=HTMX, dry_run="on")
+    assert "Nothing to import" in response.content.decode()
+    assert 'name="import_now"' not in response.content.decode()
+
+
+def test_a_missing_file_is_named_in_place(coordinator_client, study):
+    url = reverse("study_import", args=[study.slug])
+    response = coordinator_client.post(url, {}, headers=HTMX)
+    assert response.status_code == 422
+    assert "Candidate pairs file: This field is required." in response.content.decode()
+
+
+def test_the_page_lists_the_columns_and_offers_an_example_file(coordinator_client, study):
+    html = coordinator_client.get(study.get_absolute_url()).content.decode()
+    assert "See the README" not in html
+    for column in ("dataset", "study_id", "reref_variation", "verdict", "alternative_impression"):
+        assert f"<code>{column}</code>" in html
+    assert reverse("example_pairs_file") in html
+
+    response = coordinator_client.get(reverse("example_pairs_file"))
+
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="example_pairs.csv"'
+    body = b"".join(response.streaming_content)
+    assert body.startswith(b"dataset,study_id,reref_variation,verdict,")
+    # The example file imports as it is.
+    assert import_pairs(study, body, filename="example_pairs.csv").created > 0
+
+
+def test_the_example_file_is_for_coordinators(client, study):
+    client.force_login(make_user(Role.READER))
+    assert client.get(reverse("example_pairs_file")).status_code == 403
+
+
+@pytest.mark.parametrize("name", ["study_import", "study_sample", "study_import_rewrites"])
+def test_a_get_of_a_form_address_goes_to_the_form(coordinator_client, study, name):
+    response = coordinator_client.get(reverse(name, args=[study.slug]))
+    assert response.status_code == 302
+    assert response["Location"].startswith(study.get_absolute_url() + "#")

@@ -4,7 +4,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.models import Role, Study
-from tests.factories import make_study, make_user
+from annotation.services import sample_pairs
+from tests.factories import make_pair, make_study, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -54,3 +55,17 @@ def test_its_query_count_does_not_grow_with_the_number_of_studies(client, coordi
 def test_it_requires_the_coordinator_role(client):
     client.force_login(make_user(Role.DATA_MANAGER))
     assert client.get(reverse("study_list")).status_code == 403
+
+
+def test_the_sample_is_worded_as_on_the_study_page(client, coordinator):
+    study = make_study("worded")
+    make_pair(study)
+    sample_pairs(study, per_variation=10, seed=1)
+    client.force_login(coordinator)
+
+    listed = client.get(reverse("study_list")).content.decode()
+    detail = client.get(study.get_absolute_url()).content.decode()
+
+    assert "10 per dataset and variation, seed 1" in listed
+    assert "10 per dataset and variation, seed 1" in detail
+    assert "10 per variation," not in listed

@@ -33,7 +33,23 @@ def test_it_lists_short_cells(client, coordinator):
     study = _study_with_candidates()
     client.force_login(coordinator)
     response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 10}, **HTMX)
-    assert b"mimic-cxr / hedging: only 4 accepted candidates (asked for 10); took all of them." in response.content
+    html = response.content.decode()
+    assert "mimic-cxr / hedging: 4 accepted candidates, 10 asked for; took all 4." in html
+    assert "Of the" in html and "1 is short (all their accepted candidates taken)" in html
+    assert "only 0" not in html
+
+
+def test_the_header_says_sampled_without_a_reload(client, coordinator):
+    study = _study_with_candidates()
+    client.force_login(coordinator)
+    assert "not sampled yet" in client.get(study.get_absolute_url()).content.decode()
+
+    response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 2, "seed": 5}, **HTMX)
+
+    html = response.content.decode()
+    assert '<p class="meta" id="study-meta" hx-swap-oob="true">' in html
+    assert "sample: 2 per dataset and variation, seed 5" in html
+    assert "not sampled yet" not in html
 
 
 def test_it_shows_form_errors_in_place(client, coordinator):
@@ -62,7 +78,7 @@ def test_it_works_without_javascript(client, coordinator):
     response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 1})
     assert response.status_code == 200
     assert b"<html" in response.content
-    assert b"Sampled 1 pairs" in response.content
+    assert b"Sampled 1 pair (1 per dataset and variation" in response.content
 
 
 def test_it_requires_the_coordinator_role(client):

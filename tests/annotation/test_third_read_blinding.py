@@ -106,7 +106,7 @@ def test_a_simulated_study_gives_a_reader_no_better_guess_than_the_base_rate():
     progress), beyond what their own rating explains. The best guess of "third read" from
     those changes must be no better than always guessing the more common answer."""
     rng = random.Random(20261201)
-    study, readers, _ = make_reading_study(pairs=16, readers=5, keep_versions_apart=False)
+    study, readers, _ = make_reading_study(pairs=24, readers=5, keep_versions_apart=False)
     clients = {}
     for reader in readers:
         clients[reader.pk] = Client()

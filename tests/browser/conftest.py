@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
-from django.urls import reverse
+from django.urls import get_resolver, reverse
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, expect, sync_playwright
 
 from annotation.models import Assignment, Task
@@ -48,6 +48,9 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def new_context(browser: Browser, live_server) -> Iterator[Callable[..., BrowserContext]]:
     """Opens a fresh browser context (own cookies and storage) on the live server; closed after the test."""
+    # The URLconf imports the analysis stack (pandas, scipy, matplotlib): seconds on a busy machine.
+    # Load it here, in this process (the live server's too), not inside the first page's 5 s wait.
+    get_resolver().url_patterns  # noqa: B018
     contexts: list[BrowserContext] = []
 
     def open_context(**options) -> BrowserContext:

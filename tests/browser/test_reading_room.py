@@ -8,7 +8,16 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.sessions.models import Session
 from playwright.sync_api import BrowserContext, Page, Request, expect
 
-from annotation.models import Annotation, AssignmentStatus, CandidatePair, Rating, ReportType, Role, Task
+from annotation.models import (
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    CandidatePair,
+    Rating,
+    ReportType,
+    Role,
+    Task,
+)
 from consensus.assignment import withdraw_assignment
 from tests.browser.conftest import ConsoleWatch, fill_login_form, log_in, open_queue, queue, reading_path
 from tests.factories import make_user
@@ -36,8 +45,11 @@ def test_a_reader_rates_with_the_keyboard_and_the_next_item_swaps_in(
     page.keyboard.press("2")
     rationale = page.locator("#rationale")
     expect(page.locator("#rating-2")).to_be_checked()
-    expect(rationale).to_be_focused()
+    # Choosing a label leaves focus on the choice (WCAG 3.2.2); Tab goes on to the rationale.
+    expect(page.locator("#rating-2")).to_be_focused()
     expect(rationale).to_have_attribute("required", "")
+    page.keyboard.press("Tab")
+    expect(rationale).to_be_focused()
     page.keyboard.type("Unusual hedging in the impression.")
     page.keyboard.press("Control+Enter")
 
@@ -51,7 +63,7 @@ def test_a_reader_rates_with_the_keyboard_and_the_next_item_swaps_in(
     page.keyboard.press("3")
     expect(page.locator("#rating-3")).to_be_checked()
     expect(page.locator("#rationale")).to_have_attribute("required", "")
-    expect(page.locator("#rationale")).to_be_focused()
+    expect(page.locator("#rating-3")).to_be_focused()
     annotation = Annotation.objects.get()
     assert annotation.assignment_id == first.pk
     assert annotation.rating == Rating.MINOR_ISSUES
@@ -154,6 +166,7 @@ def test_back_shows_the_stored_rating_read_only_and_forward_the_open_item(
     log_in(page, queue_reader)
     page.goto(reading_path(first))
     page.keyboard.press("3")
+    page.keyboard.press("Tab")
     page.keyboard.type("Contradicts itself.")
     page.locator(SUBMIT).click()
     expect(page).to_have_url(at_path(reading_path(second)))
@@ -177,7 +190,7 @@ def test_back_shows_the_stored_rating_read_only_and_forward_the_open_item(
     expect(page.locator("#rating-form")).to_have_count(1)
     page.keyboard.press("2")
     expect(page.locator("#rationale")).to_have_attribute("required", "")
-    expect(page.locator("#rationale")).to_be_focused()
+    expect(page.locator("#rating-2")).to_be_focused()
 
 
 def test_an_expired_session_keeps_the_draft_through_the_login(page: Page, queue_reader: AbstractBaseUser) -> None:
@@ -191,6 +204,8 @@ def test_an_expired_session_keeps_the_draft_through_the_login(page: Page, queue_
     page.locator(SUBMIT).click()
 
     expect(page).to_have_url(re.compile(r"/accounts/login/\?next="))
+    expect(page.get_by_role("status")).to_contain_text("Your session ended, so you were logged out.")
+    expect(page.get_by_role("status")).to_contain_text("kept in this browser")
     assert not Annotation.objects.exists()
     fill_login_form(page, queue_reader)
     expect(page).to_have_url(at_path(reading_path(first)))
@@ -301,3 +316,64 @@ def test_the_form_is_usable_at_200_percent_zoom(
     submit.click()
     expect(page.locator("#reading")).not_to_have_attribute("data-item", str(assignment.public_id))
     assert Annotation.objects.get().assignment_id == assignment.pk
+
+
+def _draft_keys(page: Page) -> list[str]:
+    return page.evaluate("Object.keys(localStorage).filter((key) => key.startsWith('readingroom-draft:'))")
+
+
+def _wait_for_no_drafts(page: Page) -> None:
+    # page.wait_for_function evaluates a string, which the page's CSP forbids: poll instead.
+    for _ in range(50):
+        if not _draft_keys(page):
+            return
+        page.wait_for_timeout(100)
+    assert _draft_keys(page) == []
+
+
+def test_a_draft_follows_the_reader_across_tabs_and_is_cleared_on_submit_and_logout(
+    context: BrowserContext, page: Page, queue_reader: AbstractBaseUser
+) -> None:
+    first, second, *_ = queue(queue_reader)
+    log_in(page, queue_reader)
+    page.goto(reading_path(first))
+    page.locator("label[for=rating-3]").click()
+    page.locator("#rationale").fill("Laterality is wrong.")
+
+    other_tab = context.new_page()
+    other_tab.goto(reading_path(first))
+    expect(other_tab.locator("#rationale")).to_have_value("Laterality is wrong.")
+    expect(other_tab.locator("#rating-3")).to_be_checked()
+    # The key names neither the user nor anything about the item but its public id.
+    (key,) = _draft_keys(page)
+    assert queue_reader.get_username() not in key
+    assert key.endswith(":" + str(first.public_id))
+    assert str(queue_reader.pk) not in key.split(":")[1]
+
+    page.locator(SUBMIT).click()
+    expect(page).to_have_url(at_path(reading_path(second)))
+    _wait_for_no_drafts(page)
+
+    page.locator("#rationale").fill("Half a thought")
+    assert len(_draft_keys(page)) == 1
+    with page.expect_navigation():
+        page.get_by_role("button", name=re.compile("^Log out")).click()
+    _wait_for_no_drafts(page)
+
+
+def test_a_draft_is_never_shown_to_another_user_of_the_browser(page: Page, queue_reader: AbstractBaseUser) -> None:
+    first = queue(queue_reader)[0]
+    log_in(page, queue_reader)
+    page.goto(reading_path(first))
+    page.locator("#rationale").fill("Reader one's draft.")
+    owner = page.evaluate("document.body.dataset.draftOwner")
+    # The session ends (not a log-out, so the draft stays), and someone else logs in here.
+    Session.objects.all().delete()
+    other = make_user(Role.READER)
+    other_assignment = Assignment.objects.create(example=first.example, reader=other, slot=3, queue_order=1)
+    page.goto("/accounts/login/")
+    fill_login_form(page, other)
+    page.goto(reading_path(other_assignment))
+
+    expect(page.locator("#rationale")).to_have_value("")
+    assert page.evaluate("document.body.dataset.draftOwner") != owner

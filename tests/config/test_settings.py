@@ -2,6 +2,7 @@
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,10 @@ def test_it_refuses_to_start_without_a_secret_key_unless_debug(database_url, deb
     result = _manage("check", **env)
 
     assert result.returncode != 0
-    assert "ImproperlyConfigured: SECRET_KEY is not set" in result.stderr
+    # One clear line, not a traceback.
+    assert result.stderr.startswith("ReadingRoom cannot start: SECRET_KEY is not set.")
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_it_starts_without_a_secret_key_in_debug_mode(database_url):
@@ -80,7 +84,7 @@ def test_it_refuses_a_malformed_value_naming_the_variable(database_url, name, va
     result = _manage("check", **{"DEBUG": "1", "DATABASE_URL": database_url, name: value})
 
     assert result.returncode != 0
-    assert f"ImproperlyConfigured: {name}={value!r} is not a" in result.stderr
+    assert result.stderr.startswith(f"ReadingRoom cannot start: {name}={value!r} is not a")
 
 
 def test_the_default_database_is_the_sqlite_file_in_the_project():
@@ -164,3 +168,58 @@ def test_a_served_page_carries_the_enforced_policy(client, db):
     assert all("src=" in attributes for attributes in re.findall(r"<script([^>]*)>", html))
     assert "<style" not in html
     assert " style=" not in html
+
+
+def _bin(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {name: os.environ[name] for name in PASSTHROUGH if name in os.environ}
+    environment.update(env, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(  # noqa: S603
+        [str(REPO / "bin" / script), *args],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_bin_manage_runs_commands_with_the_demo_defaults(database_url):
+    # No SECRET_KEY, no DEBUG: what the README's commands meet on a fresh clone.
+    result = _bin("manage", "check", DATABASE_URL=database_url)
+
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_bin_manage_leaves_debug_off_where_a_secret_key_is_set(database_url):
+    code = "from django.conf import settings; print(settings.DEBUG)"
+
+    result = _bin("manage", "shell", "--no-imports", "-c", code, DATABASE_URL=database_url, SECRET_KEY="x" * 50)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_bin_demo_says_the_port_is_taken_before_doing_anything(database_url, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        result = _bin("demo", str(port), DATABASE_URL=database_url)
+
+    assert result.returncode != 0
+    assert f"Port {port} on 127.0.0.1 is already in use" in result.stderr
+    assert f"bin/demo {port + 1}" in result.stderr
+    # Nothing was set up: the check comes before the database.
+    assert not (tmp_path / "db.sqlite3").exists()
+    assert "ReadingRoom is serving" not in result.stdout
+
+
+@pytest.mark.parametrize("args,env", [(["eighty"], {}), ([], {"PORT": "70000"})])
+def test_bin_demo_refuses_a_port_that_is_not_one(database_url, args, env):
+    result = _bin("demo", *args, DATABASE_URL=database_url, **env)
+
+    assert result.returncode != 0
+    assert "is not a port number" in result.stderr

@@ -63,6 +63,18 @@ def test_it_shows_the_context_and_the_report_rated(client, coordinator):
     assert pair.variation.key in html
 
 
+def test_an_empty_section_has_the_readers_marker(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    example = _example(study, Task.EQUIVALENCE)
+    CandidatePair.objects.filter(pk=example.pair_id).update(technique="", alternative_findings="")
+    client.force_login(coordinator)
+
+    html = client.get(_url(example)).content.decode()
+
+    assert html.count('<span class="empty-section">empty section</span>') == 2
+    assert "<dd>—</dd>" not in html
+
+
 def test_task_2_shows_both_reports(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study, Task.EQUIVALENCE)
@@ -436,3 +448,34 @@ def test_changes_must_be_posted(client, coordinator):
 
     assert client.get(reverse("assignment_withdraw", args=[study.slug, assignment.public_id])).status_code == 405
     assert Assignment.objects.filter(pk=assignment.pk).exists()
+
+
+def test_the_audit_trail_shows_the_labels_people_read_elsewhere(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    example = _example(study, Task.EQUIVALENCE)
+    rate_open_reads(example, Rating.MAJOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
+    client.force_login(coordinator)
+
+    html = client.get(_url(example)).content.decode()
+
+    history = html.split('id="history-heading"', 1)[1]
+    assert "<dt>rating</dt><dd>Major Discrepancy</dd>" in history
+    assert "<dt>decided by</dt><dd>unanimous</dd>" in history
+    assert "major_discrepancy" not in history
+    assert "label_source" not in history
+
+
+def test_each_rating_has_one_void_action_that_opens_its_form(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    example = _example(study)
+    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    client.force_login(coordinator)
+
+    html = client.get(_url(example)).content.decode()
+
+    assert html.count('<details class="void-action">') == 2
+    assert html.count("<summary>Void…</summary>") == 2
+    # Every void form sits inside its closed action.
+    for form in html.split('<details class="void-action">')[1:]:
+        assert 'name="reason"' in form.split("</details>", 1)[0]
+    assert html.count('name="reason"') == 2

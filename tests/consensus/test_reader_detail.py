@@ -3,7 +3,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import AuditAction, Example, MemberRole, Rating, Role, StudyMember, Task
+from annotation.models import Assignment, AuditAction, Example, MemberRole, Rating, Role, StudyMember, Task
 from consensus.assignment import add_study_member
 from consensus.services import void_annotation
 from tests.factories import make_reading_study, make_user, rate_open_reads
@@ -162,3 +162,25 @@ def test_it_redirects_anonymous_users_to_login(client):
 
     assert response.status_code == 302
     assert response.url.startswith(reverse("login"))
+
+
+def test_a_long_history_is_shown_a_page_at_a_time(client, coordinator):
+    from consensus.views import READER_ROWS_PER_PAGE
+
+    study, readers, _ = make_reading_study(pairs=20, readers=4)
+    reader = max(readers, key=lambda r: Assignment.objects.filter(reader=r).count())
+    total = Assignment.objects.filter(reader=reader).count()
+    assert total > READER_ROWS_PER_PAGE
+    client.force_login(coordinator)
+    url = reverse("reader_detail", args=[study.slug, reader.username])
+
+    first = client.get(url).content.decode()
+    second = client.get(url + "?assignments=2&history=1").content.decode()
+
+    assert f"{total} assignments in this study" in first
+    assert f"1 to {READER_ROWS_PER_PAGE} shown" in first
+    assert 'rel="next"' in first
+    assert "?history=1&amp;assignments=2" in first
+    rows = lambda html: html.split('id="assignments-heading"', 1)[1].split("</table>", 1)[0].count("<tr")  # noqa: E731
+    assert rows(first) == READER_ROWS_PER_PAGE + 1  # with the header row
+    assert rows(second) == total - READER_ROWS_PER_PAGE + 1

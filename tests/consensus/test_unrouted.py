@@ -4,7 +4,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.models import Example, Rating, Role, Task
-from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
+from annotation.services import sample_pairs
+from tests.factories import make_pair, make_reading_study, make_study, make_user, rate_open_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +114,20 @@ def test_it_says_why_nobody_was_eligible(client, coordinator):
 
     assert "has read (or been given) the other version of its pair" in html
     assert row["reason"].startswith("Every active reader who has not read this example has read")
+
+
+def test_with_nothing_assigned_it_says_so_and_what_to_do(client, coordinator):
+    study = make_study()
+    for n in range(3):
+        make_pair(study, study_id=str(52_000_000 + n))
+    sample_pairs(study, per_variation=3, seed=1)
+    client.force_login(coordinator)
+
+    unrouted = client.get(reverse("study_unrouted", args=[study.slug])).content.decode()
+    progress = client.get(reverse("study_progress", args=[study.slug])).content.decode()
+
+    for html in (unrouted, progress):
+        assert "Nothing is assigned yet for 9 examples: no reader has them." in html
+        assert "needs at least 4 active readers; it has 0" in html
+        assert "every example that needs a reader or an adjudicator has one" not in html
+        assert "No example waits for an eligible reader" not in html

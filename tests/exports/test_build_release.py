@@ -10,7 +10,9 @@ import hashlib
 import io
 import json
 import re
+import shutil
 import statistics
+import subprocess
 import uuid
 import zipfile
 from collections import Counter, defaultdict
@@ -508,6 +510,26 @@ def test_nothing_in_the_release_tells_who_read_or_when(replay, tmp_path):
     key = (pair.dataset.key, pair.source_study_id, pair.variation.key, consensus.example.report_type)
     rows = [r for r in records(release, "task1/task1_consensus.csv") if key_of(r, "task1") == key]
     assert [(r["label_source"], r["n_annotations"]) for r in rows] == [("unanimous", "2")]
+
+
+@pytest.mark.parametrize("tool", ["sha256sum", "shasum"])
+def test_the_readmes_checksum_commands_verify_the_release_as_written(replay_release, tool):
+    readme = (replay_release / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Verifying the files", 1)[1].split("\n## ", 1)[0]
+    commands = [line.strip() for line in section.splitlines() if line.startswith("    ")]
+    (command,) = [c for c in commands if tool in c]
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed here")
+
+    result = subprocess.run(command, shell=True, cwd=replay_release, capture_output=True, text=True, check=False)  # noqa: S602
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = [line.split(" ", 1)[1] for line in (replay_release / "SHA256SUMS.txt").read_text().splitlines()]
+    assert result.stdout.count(": OK") == len(files) > 0
+    # And a changed file is caught.
+    (replay_release / "LICENSE.txt").write_text("tampered", encoding="utf-8")
+    tampered = subprocess.run(command, shell=True, cwd=replay_release, capture_output=True, text=True, check=False)  # noqa: S602
+    assert tampered.returncode != 0
 
 
 def test_the_readme_is_a_data_dictionary_with_the_counts(replay, replay_release):

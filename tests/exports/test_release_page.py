@@ -3,12 +3,15 @@
 import logging
 import re
 import zipfile
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.tasks import default_task_backend
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Role
 from exports.models import Release, ReleaseStatus
@@ -91,32 +94,64 @@ def _nav(response) -> str:
 
 def test_the_nav_links_to_releases_for_data_managers_only(client, data_manager):
     client.force_login(data_manager)
-    assert f'href="{reverse("release_index")}"' in _nav(client.get(reverse("home")))
+    assert f'href="{reverse("release_index")}"' in _nav(client.get(reverse("home"), follow=True))
 
     client.force_login(make_user(Role.COORDINATOR))
     assert f'href="{reverse("release_index")}"' not in _nav(client.get(reverse("study_list")))
 
 
-def test_a_data_managers_home_page_leads_to_the_releases(client, data_manager):
+def test_a_data_managers_home_page_is_the_studies_and_their_releases(client, data_manager):
     client.force_login(data_manager)
 
     response = client.get(reverse("home"))
 
-    assert response.status_code == 200
-    assert "Build and download releases" in response.content.decode()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("release_index")
 
 
-def test_the_index_lists_every_study_with_its_builds(client, data_manager):
+def test_the_index_lists_every_study_with_its_state_and_last_release(client, data_manager):
     first, second = make_study("alpha"), make_study("beta")
-    make_release(first)
-    make_release(first, status=ReleaseStatus.DONE)
+    make_release(first, version="1.0.0", status=ReleaseStatus.DONE)
+    make_release(first, version="1.1.0", status=ReleaseStatus.FAILED)
     client.force_login(data_manager)
 
     response = client.get(reverse("release_index"))
 
-    counts = {study.slug: study.n_releases for study in response.context["studies"]}
-    assert counts == {"alpha": 2, "beta": 0}
-    assert _url(second) in response.content.decode()
+    last = {study.slug: (study.last_version, study.last_status_label) for study in response.context["studies"]}
+    assert last == {"alpha": ("1.1.0", "Failed"), "beta": (None, "")}
+    html = response.content.decode()
+    assert _url(second) in html
+    assert "1.1.0 (failed)" in html
+    assert html.count("not sampled yet") == 2
+
+
+def test_the_index_says_how_far_the_reading_is(client, data_manager):
+    rated_study()
+    client.force_login(data_manager)
+
+    html = client.get(reverse("release_index")).content.decode()
+
+    assert "examples have a consensus" in html
+
+
+def test_a_build_that_waits_without_a_worker_is_explained_in_the_data_managers_words(
+    client, data_manager, django_capture_on_commit_callbacks, settings
+):
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+    study = rated_study()
+    client.force_login(data_manager)
+    assert "worker" not in client.get(_url(study)).content.decode().split("<main", 1)[1].lower()
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(_url(study), _options())
+    assert DBTaskResult.objects.count() == 1
+    assert "not running" not in client.get(_url(study)).content.decode()
+
+    DBTaskResult.objects.update(run_after=timezone.now() - timedelta(minutes=2))
+
+    for url in (_url(study), reverse("release_index")):
+        html = client.get(url).content.decode()
+        assert "the background worker that builds releases is not running. Ask your administrator" in html
+        assert "manage.py" not in html
 
 
 # --- Queuing a build ------------------------------------------------------------------------------
@@ -130,6 +165,10 @@ def test_the_form_is_prefilled_with_the_studys_licence(client, data_manager):
 
     assert response.context["form"]["license_text"].value() == "Our licence & terms\n"
     assert "Our licence &amp; terms" in response.content.decode()
+    # A box a licence fits in: tall, full width (app.css), fixed-width font.
+    assert re.search(
+        r'<textarea name="license_text" cols="80" rows="18" class="licence-text"', response.content.decode()
+    )
 
 
 def test_the_form_offers_the_studys_sampled_datasets(client, data_manager):

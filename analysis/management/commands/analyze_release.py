@@ -1,16 +1,23 @@
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
 
+from analysis.metric_import import parse_metric_scores
+from analysis.metrics import MetricCache
 from analysis.release_folder import NotARelease, read_release
 from analysis.report import write_results
 from analysis.results import AnalysisInputError, analyze
+from analysis.sensitivity_report import attach, release_sensitivity, write_sensitivity
+from annotation.importing import ImportRejected
 
 
 class Command(BaseCommand):
     help = (
         "Analyse a release folder (ours or the published MIMIC-CXR-Ext-ReRef files): tables (CSV), figures "
-        "(SVG, PNG), results.md and results.json. Reads only the files; needs no database rows."
+        "(SVG, PNG), results.md and results.json, with the metric sensitivity of BLEU-2, ROUGE-L and chrF "
+        "(and of imported metric scores) on the Task 2 pairs. Reads only the files; needs no database rows."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -19,18 +26,62 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", help="Only this dataset (e.g. mimic-cxr).")
         parser.add_argument("--task", choices=["task1", "task2"], help="Only this task.")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the bootstrap intervals (default 0).")
+        parser.add_argument(
+            "--metric-scores",
+            type=Path,
+            help="CSV of metric scores computed elsewhere (dataset, study_id, reref_variation, metric, score"
+            "[, perfect_score]), analysed like the built-in metrics.",
+        )
+        parser.add_argument(
+            "--metric-cache",
+            type=Path,
+            help="SQLite file of cached metric scores (default: metric-cache.sqlite3 in READINGROOM_RESULTS_DIR).",
+        )
+        parser.add_argument("--no-metrics", action="store_true", help="Leave out the metric sensitivity.")
 
     def handle(self, *args, **options) -> None:
         out: Path = options["out"]
         if out.exists() and not out.is_dir():
             raise CommandError(f"{out}: exists and is not a folder. Give a folder for the results.")
+        metrics_on = not options["no_metrics"] and options["task"] != "task1"
+        imported = None
+        if options["metric_scores"] and metrics_on:
+            try:
+                data = options["metric_scores"].read_bytes()
+                imported = parse_metric_scores(data, max_bytes=settings.READINGROOM_IMPORT_MAX_BYTES)
+            except OSError as error:
+                raise CommandError(f"{options['metric_scores']}: {error.strerror}.") from None
+            except ImportRejected as rejected:
+                raise CommandError(self._problems(options["metric_scores"], rejected)) from None
         try:
-            frames = read_release(options["path"], text=False)
+            frames = read_release(options["path"], text=metrics_on)
             results = analyze(frames, seed=options["seed"], dataset=options["dataset"], task=options["task"])
         except (NotARelease, AnalysisInputError) as error:
             raise CommandError(str(error)) from None
+        sensitivity = None
+        if metrics_on:
+            cache = MetricCache(options["metric_cache"] or Path(settings.RESULTS_DIR) / "metric-cache.sqlite3")
+            with tqdm(total=0, unit="pairs", desc="Scoring metrics", disable=None) as bar:
+
+                def progress(done: int, total: int) -> None:
+                    bar.total = total
+                    bar.update(done - bar.n)
+
+                try:
+                    sensitivity = release_sensitivity(
+                        frames, dataset=options["dataset"], imported=imported, cache=cache, progress=progress
+                    )
+                except ImportRejected as rejected:
+                    raise CommandError(self._problems(options["metric_scores"], rejected)) from None
+            attach(results, sensitivity)
         write_results(results, out)
+        if sensitivity is not None:
+            write_sensitivity(sensitivity, out)
         counts = ", ".join(
             f"{task}: {values['examples']} examples" for task, values in results.document["counts"].items()
         )
         self.stdout.write(f"Wrote {out}/results.md, results.json, tables/ and figures/ ({counts}).")
+
+    @staticmethod
+    def _problems(path: Path, rejected: ImportRejected) -> str:
+        return f"{path}: nothing was read.\n" + "\n".join(f"  {problem}" for problem in rejected.problems)

@@ -15,6 +15,8 @@ class _DryRunRollback(Exception):
 
 class Command(BaseCommand):
     help = "Import candidate pairs (CSV or JSON Lines) into a study, all or nothing."
+    # import_rewrites is this command with the rewrite service.
+    service = staticmethod(import_pairs)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", type=Path, help="A .csv or .jsonl file; see the README for the columns.")
@@ -45,7 +47,7 @@ class Command(BaseCommand):
                 created = study is None
                 if created:
                     study = Study.objects.create_with_taxonomy(slug=options["study"], name=options["name"])
-                report = import_pairs(study, data, filename=path.name, dry_run=dry_run, progress=progress)
+                report = self.service(study, data, filename=path.name, dry_run=dry_run, progress=progress)
                 if dry_run:
                     raise _DryRunRollback
         except _DryRunRollback:

@@ -1,5 +1,7 @@
 import random
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.db.models import Count, Q
 
+from annotation.guide import publish_guide
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
     TASK_RATINGS,
@@ -34,7 +37,12 @@ from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, L
 from consensus.services import NotFound, show_adjudication, show_assignment, submit_adjudication, submit_annotation
 
 DEMO_PAIRS = Path(__file__).resolve().parents[2] / "demo" / "pairs.jsonl"
+DEMO_GUIDE = Path(__file__).resolve().parents[2] / "demo" / "guide.md"
 DEMO_SLUG = "demo"
+# The second demo study, left unread: the demo readers' queues have work in it.
+TO_READ_SLUG = "demo-to-read"
+TO_READ_NAME = "Demo study 2 (to read)"
+TO_READ_DATASETS = ["iu-xray"]
 DEMO_SEED = 20260
 DEMO_PASSWORD = "readingroom-demo"  # noqa: S105 - published on purpose, refused outside DEBUG
 DEMO_LICENSE = (
@@ -73,6 +81,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
+        self.warned: set[str] = set()
         if not settings.DEBUG and not options["force"]:
             raise CommandError(
                 "load_demo creates users with a published password. Run it on a development database "
@@ -83,6 +92,7 @@ class Command(BaseCommand):
             if study is None:
                 study = Study.objects.create_with_taxonomy(slug=DEMO_SLUG, name="Demo study (synthetic reports)")
             report = import_pairs(study, DEMO_PAIRS.read_bytes(), filename=DEMO_PAIRS.name)
+            self.stdout.write(report.summary)
             if not study.reading_has_started():
                 sample = sample_pairs(study, per_variation=1, seed=DEMO_SEED)
                 self.stdout.write(sample.summary)
@@ -106,17 +116,25 @@ class Command(BaseCommand):
                 admin.set_password(DEMO_PASSWORD)
                 admin.save()
 
-        self.stdout.write(report.summary)
+        self.stdout.write(load_demo_guide(study))
         if options["with_ratings"]:
             self._simulate_reading(study)
-        self.stdout.write(self.style.SUCCESS(f"Demo study '{study.slug}' is ready."))
+            to_read = self._open_study_to_read()
+        if options["with_ratings"]:
+            ready = f"Demo studies '{study.slug}' (read to the end) and '{to_read.slug}' (to read) are ready."
+        else:
+            ready = f"Demo study '{study.slug}' is ready."
+        self.stdout.write(self.style.SUCCESS(ready))
         self.stdout.write(f"Demo logins (password for all: {DEMO_PASSWORD}):")
         for username, roles, subspecialty in DEMO_USERS:
             detail = ", ".join(roles) + (f" ({subspecialty})" if subspecialty else "")
+            if options["with_ratings"]:
+                detail += waiting_work(to_read, username)
             self.stdout.write(f"  {username:<12} {detail}")
-        self.stdout.write(f"  {'admin':<12} administrator")
+        self.stdout.write(f"  {'admin':<12} administrator (the admin site, and unlocking locked-out users)")
 
-    def _simulate_reading(self, study: Study) -> None:
+    def _enrol_and_assign(self, study: Study) -> None:
+        """Enrol the demo readers and adjudicator in the study, and assign what waits for readers."""
         User = get_user_model()
         coordinator = User.objects.get(username="coordinator")
         member_roles = {Role.READER: MemberRole.READER, Role.ADJUDICATOR: MemberRole.ADJUDICATOR}
@@ -125,13 +143,40 @@ class Command(BaseCommand):
                 user = User.objects.get(username=username)
                 if not StudyMember.objects.filter(study=study, user=user, role=role, active=True).exists():
                     add_study_member(study, user, role, actor=coordinator)
-                    if warning := enrolment_warning(username, user_roles(user)):
+                    warning = enrolment_warning(username, user_roles(user))
+                    if warning and username not in self.warned:  # once, though enrolled in both studies
+                        self.warned.add(username)
                         self.stderr.write(self.style.WARNING(warning))
         if Example.objects.filter(study=study, state=ExampleState.WAITING).exists():
             assign_readers(study, actor=coordinator)
+
+    def _simulate_reading(self, study: Study) -> None:
+        self._enrol_and_assign(study)
         with transaction.atomic():
             simulated = simulate_reading(study)
         self.stdout.write(reading_summary(study, simulated=simulated))
+
+    def _open_study_to_read(self) -> Study:
+        """The second demo study: sampled and assigned, left for the demo readers to read.
+
+        So that a newcomer logging in as reader1 finds Task 1 and Task 2 items, and the
+        adjudicator one three-way split (one example is read to a split, through the services).
+        """
+        with transaction.atomic():
+            study = Study.objects.filter(slug=TO_READ_SLUG).first()
+            if study is None:
+                study = Study.objects.create_with_taxonomy(slug=TO_READ_SLUG, name=TO_READ_NAME)
+            report = import_pairs(study, DEMO_PAIRS.read_bytes(), filename=DEMO_PAIRS.name)
+            self.stdout.write(f"{TO_READ_NAME}: {report.summary}")
+            if not study.reading_has_started():
+                sample = sample_pairs(study, per_variation=1, seed=DEMO_SEED + 1, datasets=TO_READ_DATASETS)
+                self.stdout.write(f"{TO_READ_NAME}: {sample.summary}")
+            if not study.license_text:
+                study.license_text = DEMO_LICENSE
+                study.save(update_fields=["license_text"])
+            self._enrol_and_assign(study)
+            read_one_example_to_a_split(study)
+        return study
 
 
 # --- Simulated reading (load_demo --with-ratings) ------------------------------------------------
@@ -141,17 +186,70 @@ class Command(BaseCommand):
 OUTCOMES = (("unanimous", 0.72), ("majority", 0.22), ("split", 0.06))
 # The readers' labels, most often the first (Realistic / Equivalent).
 LABEL_WEIGHTS = (0.6, 0.28, 0.12)
-RATIONALES = {
-    Rating.MINOR_ISSUES: ("Wording is slightly unusual for a radiology report.", "One phrase reads as templated."),
-    Rating.MAJOR_ISSUES: (
-        "No radiologist would phrase the impression this way.",
-        "The findings contradict each other.",
-    ),
-    Rating.MINOR_DISCREPANCY: ("The hedging changes the emphasis, not the management.", "Adds a minor detail."),
-    Rating.MAJOR_DISCREPANCY: ("The rewrite drops a finding that changes management.", "Negation is reversed."),
+# Canned rationales, per family of variations (the part of the variation key before "--"), so
+# that a rationale fits the pair it is given for: a negation pair is never "too hedged".
+RATIONALES: dict[str, dict[str, tuple[str, ...]]] = {
+    "structure": {
+        Rating.MINOR_ISSUES: ("The section headings read as templated.", "The numbered list is unusual here."),
+        Rating.MAJOR_ISSUES: ("The layout breaks findings into fragments no radiologist would dictate.",),
+        Rating.MINOR_DISCREPANCY: ("Reorganised into sections; the findings are the same.",),
+        Rating.MAJOR_DISCREPANCY: ("A finding was lost when the report was reorganised.",),
+    },
+    "hedging": {
+        Rating.MINOR_ISSUES: ("A little more hedged than usual.", "The qualifiers pile up in one sentence."),
+        Rating.MAJOR_ISSUES: ("So hedged that no finding is stated.",),
+        Rating.MINOR_DISCREPANCY: ("The hedging changes the emphasis, not the management.",),
+        Rating.MAJOR_DISCREPANCY: ("A definite finding became only possible; that changes management.",),
+    },
+    "negation": {
+        Rating.MINOR_ISSUES: ("The pertinent negatives are phrased unusually.",),
+        Rating.MAJOR_ISSUES: ("The negatives contradict the findings.",),
+        Rating.MINOR_DISCREPANCY: ("Fewer pertinent negatives are stated; nothing changes clinically.",),
+        Rating.MAJOR_DISCREPANCY: ("A pertinent negative is missing that a clinician would look for.",),
+    },
+    "anatomical_granularity": {
+        Rating.MINOR_ISSUES: ("The anatomical locations are unusually vague.", "Oddly precise segment names."),
+        Rating.MAJOR_ISSUES: ("The locations given do not match the rest of the report.",),
+        Rating.MINOR_DISCREPANCY: ("The location is less precise; the finding is the same.",),
+        Rating.MAJOR_DISCREPANCY: ("The location is too vague to guide a procedure.",),
+    },
+    "quantitative_granularity": {
+        Rating.MINOR_ISSUES: ("Sizes are described in words where a measurement is usual.",),
+        Rating.MAJOR_ISSUES: ("The sizes given are implausible.",),
+        Rating.MINOR_DISCREPANCY: ("The measurement was replaced by a description; follow-up is unchanged.",),
+        Rating.MAJOR_DISCREPANCY: ("Without the measurement the nodule cannot be followed up.",),
+    },
+    "findings_scope": {
+        Rating.MINOR_ISSUES: ("Lists more normal structures than a routine report would.",),
+        Rating.MAJOR_ISSUES: ("The findings are too sparse for the impression they support.",),
+        Rating.MINOR_DISCREPANCY: ("Adds or drops incidental normal findings only.",),
+        Rating.MAJOR_DISCREPANCY: ("Drops a finding that changes management.",),
+    },
+    "section_assignment": {
+        Rating.MINOR_ISSUES: ("Some findings sit in the impression.",),
+        Rating.MAJOR_ISSUES: ("The impression repeats the findings without a conclusion.",),
+        Rating.MINOR_DISCREPANCY: ("Statements moved between sections; the content is the same.",),
+        Rating.MAJOR_DISCREPANCY: ("The conclusion was lost when sections were rearranged.",),
+    },
+    "terminology": {
+        Rating.MINOR_ISSUES: ("One term is unusual for a chest radiograph report.",),
+        Rating.MAJOR_ISSUES: ("The terms are used incorrectly.",),
+        Rating.MINOR_DISCREPANCY: ("Synonyms only; the meaning is the same.",),
+        Rating.MAJOR_DISCREPANCY: ("A substituted term changes the diagnosis.",),
+    },
+}
+# Ratings that need no rationale get one only from the adjudicator, who always gives one.
+PLAIN_RATIONALES = {
     Rating.REALISTIC: ("Reads like a routine report.",),
     Rating.EQUIVALENT: ("Same findings and the same recommendation.",),
 }
+
+
+def rationale_choices(rating: str, variation_key: str) -> tuple[str, ...]:
+    """The canned rationales for a rating of an example of this variation."""
+    if rating in PLAIN_RATIONALES:
+        return PLAIN_RATIONALES[rating]
+    return RATIONALES[variation_key.split("--")[0]][rating]
 
 
 @dataclass(frozen=True)
@@ -201,10 +299,10 @@ def _plan(outcome: str, labels: tuple[str, ...], rng: random.Random) -> ReadingP
     return ReadingPlan(reads, adjudication=rng.choice(reads))
 
 
-def _rationale(rating: str, rng: random.Random, *, always: bool = False) -> str:
+def _rationale(rating: str, variation_key: str, rng: random.Random, *, always: bool = False) -> str:
     if rating in RATINGS_WITHOUT_RATIONALE and not always:
         return ""
-    return rng.choice(RATIONALES[rating])
+    return rng.choice(rationale_choices(rating, variation_key))
 
 
 def simulate_reading(study: Study, *, seed: int = DEMO_SEED) -> dict[str, int]:
@@ -215,18 +313,25 @@ def simulate_reading(study: Study, *, seed: int = DEMO_SEED) -> dict[str, int]:
     until nothing is open. Ratings follow reading_plans; an example rated differently before
     (by hand) still finishes, with the plan's fallback ratings.
     """
-    # The simulated reads stand for past work, final as soon as made: undo is off while they are
-    # stored, and the study keeps its own window for the people who read it next.
+    with _final_at_once(study):
+        return _simulate(study, seed)
+
+
+@contextmanager
+def _final_at_once(study: Study) -> Iterator[None]:
+    """Simulated reads stand for past work, final as soon as made: undo is off while they are
+    stored, and the study keeps its own window for the people who read it next."""
     window = study.undo_window_seconds
     Study.objects.filter(pk=study.pk).update(undo_window_seconds=0)
     try:
-        return _simulate(study, seed)
+        yield
     finally:
         Study.objects.filter(pk=study.pk).update(undo_window_seconds=window)
 
 
 def _simulate(study: Study, seed: int) -> dict[str, int]:
     plans = reading_plans(study, seed=seed)
+    variations = dict(Example.objects.filter(study=study).values_list("pk", "pair__variation__key"))
     rng = random.Random(f"readingroom-demo-rationales:{seed}")
     done = {"annotations": 0, "adjudications": 0}
     for _ in range(10):  # a read routes at most one more read; three rounds finish any example
@@ -246,12 +351,67 @@ def _simulate(study: Study, seed: int) -> dict[str, int]:
             rated = Annotation.objects.filter(example_id=assignment.example_id, voided_at__isnull=True).count()
             plan = plans[assignment.example_id]
             rating = plan.reads[rated] if rated < len(plan.reads) else plan.reads[0]
-            done["annotations"] += _read(assignment, rating, _rationale(rating, rng))
+            rationale = _rationale(rating, variations[assignment.example_id], rng)
+            done["annotations"] += _read(assignment, rating, rationale)
         for adjudication in adjudications:
             plan = plans[adjudication.example_id]
             rating = plan.adjudication or plan.reads[0]
-            done["adjudications"] += _adjudicate(adjudication, rating, _rationale(rating, rng, always=True))
+            rationale = _rationale(rating, variations[adjudication.example_id], rng, always=True)
+            done["adjudications"] += _adjudicate(adjudication, rating, rationale)
     return done
+
+
+def read_one_example_to_a_split(study: Study, *, seed: int = DEMO_SEED) -> None:
+    """Read one Task 1 example of the study to a three-way split, so that an adjudication waits.
+
+    Does nothing once the study has an adjudication. The example is the first by natural key;
+    its reads are shown and submitted through the services, each with a different label, so
+    the second read routes a third reader and the third read routes the adjudicator.
+    """
+    if Adjudication.objects.filter(example__study=study).exists():
+        return
+    example = (
+        Example.objects.filter(study=study, task=Task.REALISM, state=ExampleState.WAITING)
+        .select_related("pair__variation")
+        .order_by("pair__dataset__key", "pair__source_study_id", "pair__variation__key", "report_type")
+        .first()
+    )
+    if example is None:
+        return
+    rng = random.Random(f"readingroom-demo-split:{seed}")
+    labels = TASK_RATINGS[Task.REALISM]
+    with _final_at_once(study):
+        _read_to_a_split(example, labels, rng)
+
+
+def _read_to_a_split(example: Example, labels: tuple[str, ...], rng: random.Random) -> None:
+    for label in labels:
+        assignment = (
+            Assignment.objects.filter(example=example, status=AssignmentStatus.OPEN)
+            .select_related("reader")
+            .order_by("slot", "pk")
+            .first()
+        )
+        if assignment is None:
+            return
+        _read(assignment, label, _rationale(label, example.pair.variation.key, rng))
+
+
+def waiting_work(study: Study, username: str) -> str:
+    """What waits for a demo user in the study to read, for the printed logins ("" if nothing)."""
+    open_reads = dict(
+        Assignment.objects.filter(example__study=study, reader__username=username, status=AssignmentStatus.OPEN)
+        .values_list("task")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    adjudications = Adjudication.objects.filter(
+        example__study=study, adjudicator__username=username, status=AdjudicationStatus.OPEN
+    ).count()
+    waiting = [f"{Task(task).label.split(':')[0]} items" for task in Task.values if open_reads.get(task)]
+    if adjudications:
+        waiting.append(f"{adjudications} three-way split{'s' if adjudications != 1 else ''} to adjudicate")
+    return f"; waiting in '{study.name}': {' and '.join(waiting)}" if waiting else ""
 
 
 def _read(assignment: Assignment, rating: str, rationale: str) -> int:
@@ -306,3 +466,12 @@ def reading_summary(study: Study, *, simulated: dict[str, int]) -> str:
         f"{head}\nDemo study ratings: {totals['all']} annotations ({totals['third']} third reads), "
         f"{adjudicated} adjudications; {consensus} of {examples} examples have a consensus ({by_source})."
     )
+
+
+def load_demo_guide(study: Study) -> str:
+    """Give the demo study its reader guide (annotation/demo/guide.md), unless it has a guide already
+    (a coordinator's later version is kept). Readers confirm it before their first item."""
+    if study.guide_number:
+        return f"The demo study's guide is at version {study.guide_number}; left as it is."
+    version, _ = publish_guide(study, DEMO_GUIDE.read_text(encoding="utf-8"), author=None)
+    return f"Reader guide: version {version.number} published."

@@ -27,6 +27,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--include-unfinished", action="store_true", help="Include examples without a consensus (empty rating)."
         )
+        parser.add_argument(
+            "--include-guide", action="store_true", help="Add the study's reader guide (newest version) as guide.md."
+        )
         parser.add_argument("--license", type=Path, help="Licence text file (default: the study's licence text).")
         parser.add_argument("--no-progress", action="store_true")
 
@@ -56,6 +59,7 @@ class Command(BaseCommand):
                 version=options["release_version"],
                 datasets=options["datasets"],
                 include_unfinished=options["include_unfinished"],
+                include_guide=options["include_guide"],
                 license_text=license_text,
                 enqueue=False,
             )

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0007_rationale_max_length'),
+        ('annotation', '0010_preferences'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -57,7 +57,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='auditevent',
             name='action',
-            field=models.CharField(choices=[('assigned', 'Assigned'), ('withdrawn', 'Assignment withdrawn'), ('submitted', 'Rating submitted'), ('voided', 'Rating voided'), ('third_read_routed', 'Third read assigned'), ('adjudication_routed', 'Adjudication assigned'), ('unrouted', 'Waiting for an eligible person'), ('consensus', 'Consensus reached'), ('consensus_withdrawn', 'Consensus withdrawn'), ('adjudicated', 'Adjudicated'), ('undone', 'Rating taken back by its reader'), ('member_added', 'Member added'), ('member_changed', 'Member changed')], max_length=32),
+            field=models.CharField(choices=[('assigned', 'Assigned'), ('withdrawn', 'Assignment withdrawn'), ('submitted', 'Rating submitted'), ('voided', 'Rating voided'), ('third_read_routed', 'Third read assigned'), ('adjudication_routed', 'Adjudication assigned'), ('unrouted', 'Waiting for an eligible person'), ('consensus', 'Consensus reached'), ('consensus_withdrawn', 'Consensus withdrawn'), ('adjudicated', 'Adjudicated'), ('undone', 'Rating taken back by its reader'), ('member_added', 'Member added'), ('member_changed', 'Member changed'), ('guide_published', 'Guide version published'), ('guide_confirmed', 'Guide version confirmed'), ('practice_imported', 'Practice items imported'), ('practice_settings', 'Practice requirement changed')], max_length=32),
         ),
         migrations.AddIndex(
             model_name='annotation',

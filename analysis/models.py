@@ -1,0 +1,49 @@
+"""Metric scores computed outside ReadingRoom and imported for a study's pairs (BERTScore, GREEN, ...).
+
+The built-in metrics (BLEU-2, ROUGE-L, chrF) are never stored here: they are computed from the
+pairs' text when the results are (and cached by text hash, see analysis.metrics.MetricCache).
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from annotation.models import CandidatePair, Study
+
+
+class ImportedMetric(models.Model):
+    """One imported metric of a study, with the score it gives a perfect candidate (if known)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="imported_metrics")
+    name = models.CharField(max_length=64)
+    perfect_score = models.FloatField(null=True, blank=True, help_text="The score of a report against itself.")
+    imported_at = models.DateTimeField()
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["study", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "name"], name="imported_metric_unique_per_study"),
+            models.CheckConstraint(
+                condition=~Q(name__in=["bleu2", "rougeL", "chrf"]), name="imported_metric_not_builtin"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class MetricScore(models.Model):
+    """One imported metric's score of one pair (the original as reference, as the user computed it)."""
+
+    metric = models.ForeignKey(ImportedMetric, on_delete=models.CASCADE, related_name="scores")
+    pair = models.ForeignKey(CandidatePair, on_delete=models.CASCADE, related_name="metric_scores")
+    score = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["metric", "pair"], name="metric_score_unique_per_pair")]
+
+    def __str__(self) -> str:
+        return f"{self.metric.name}: {self.score}"
