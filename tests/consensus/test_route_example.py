@@ -121,7 +121,8 @@ def test_a_three_way_split_goes_to_exactly_one_adjudicator(db):
 def test_the_adjudicator_is_never_one_of_the_three_readers(db):
     # The only adjudicator also reads; when they read the example, nobody is eligible.
     study, readers, _ = make_reading_study(readers=5, adjudicators=0, pairs=1)
-    both = readers[0]
+    # A reader of a Task 1 example (the study's seed is random: not every reader has one).
+    both = next(r for r in readers if Assignment.objects.filter(reader=r, task=Task.REALISM).exists())
     both.groups.add(*make_user(Role.ADJUDICATOR).groups.all())
     add_study_member(study, both, MemberRole.ADJUDICATOR, actor=make_user(Role.COORDINATOR))
     example = Example.objects.filter(study=study, task=Task.REALISM, assignments__reader=both).order_by("pk").first()
