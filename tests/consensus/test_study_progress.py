@@ -199,3 +199,49 @@ def test_it_404s_for_an_unknown_study(client, coordinator):
     client.force_login(coordinator)
 
     assert client.get(reverse("study_progress", args=["nope"])).status_code == 404
+
+
+def test_every_number_links_to_the_examples_it_counts(client, coordinator):
+    study, _, _ = make_reading_study(pairs=2)
+    client.force_login(coordinator)
+
+    html = client.get(reverse("study_progress", args=[study.slug])).content.decode()
+
+    link = re.search(
+        r'<a href="(/studies/[^"]+/examples/\?task=realism&amp;variation=([^&]+)&amp;state=waiting)">'
+        r'(\d+)<span class="visually-hidden"> ([^<]+)</span></a>',
+        html,
+    )
+    assert link, "no linked Task 1 waiting cell"
+    url, variation, count = link.group(1).replace("&amp;", "&"), link.group(2), int(link.group(3))
+    # The link's name says what it counts: no two links of the table share a name.
+    assert link.group(4).startswith("waiting for reads: ") and link.group(4).endswith(", Task 1: Realism")
+    listed = client.get(url).content.decode()
+    examples = Example.objects.filter(study=study, task=Task.REALISM, pair__variation__key=variation, state="waiting")
+    assert examples.count() == count
+    for example in examples:
+        assert reverse("example_detail", args=[study.slug, example.public_id]) in listed
+    assert listed.count('href="/studies/' + study.slug + "/examples/") == count
+
+
+def test_the_examples_list_refuses_unknown_filters_and_other_roles(client, coordinator):
+    study, readers, _ = make_reading_study(pairs=1)
+    url = reverse("study_examples", args=[study.slug])
+    client.force_login(coordinator)
+    assert client.get(url + "?state=nonsense").status_code == 404
+    assert client.get(url + "?task=ranking").status_code == 404
+    client.force_login(readers[0])
+    assert client.get(url).status_code == 403
+
+
+def test_the_examples_list_query_count_does_not_grow_with_the_study(client, coordinator):
+    client.force_login(coordinator)
+    counts = []
+    for pairs in (1, 6):
+        study, _, _ = make_reading_study(pairs=pairs)
+        url = reverse("study_examples", args=[study.slug])
+        client.get(url)
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1] <= 8, counts
