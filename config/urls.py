@@ -8,6 +8,7 @@ from analysis import api as analysis_api
 from annotation import api as annotation_api
 from consensus import api as consensus_api
 from exports import api as exports_api
+from judges import api as judges_api
 
 # No format suffixes (/api/studies.json): every route answers JSON, and a suffixed URL is a 404
 # like any other unknown one. ?format=json still picks the renderer.
@@ -59,6 +60,8 @@ coordination_api = [
     ),
     # Coordinators and data managers: the study's results (analysis).
     path("studies/<slug:slug>/results/", analysis_api.StudyResultsView.as_view(), name="api_study_results"),
+    # Coordinators: enrol automated judges (shadow readers) and list them.
+    path("studies/<slug:slug>/judges/", judges_api.StudyJudgesView.as_view(), name="api_study_judges"),
 ]
 
 urlpatterns = [
@@ -72,6 +75,7 @@ urlpatterns = [
     path("", include("consensus.urls")),
     path("", include("exports.urls")),
     path("", include("analysis.urls")),
+    path("", include("judges.urls")),
     path("", include("annotation.urls")),
 ]
 
