@@ -87,6 +87,7 @@ class StudyReleaseViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                 version=options["version"],
                 datasets=options["datasets"],
                 include_unfinished=options["include_unfinished"],
+                include_judges=options["include_judges"],
                 license_text=options.get("license_text", study.license_text),
             )
         except ReleaseRefused as refused:

@@ -61,6 +61,9 @@ class Release(models.Model):
     version = models.CharField(max_length=32)
     datasets = models.JSONField(default=list, blank=True, help_text="Empty: every dataset of the study.")
     include_unfinished = models.BooleanField(default=False)
+    include_judges = models.BooleanField(
+        default=False, help_text="Adds judges/task1_judges.csv and judges/task2_judges.csv (automated judges)."
+    )
     license_text = models.TextField()
     status = models.CharField(max_length=8, choices=ReleaseStatus.choices, default=ReleaseStatus.QUEUED)
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent done while building.")

@@ -34,6 +34,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "version",
             "datasets",
             "include_unfinished",
+            "include_judges",
             "license_text",
             "status",
             "progress",
@@ -67,6 +68,10 @@ class ReleaseRequestSerializer(serializers.Serializer):
     )
     include_unfinished = serializers.BooleanField(
         default=False, help_text="Release examples without a consensus too, with an empty consensus rating."
+    )
+    include_judges = serializers.BooleanField(
+        default=False,
+        help_text="Add judges/task1_judges.csv and judges/task2_judges.csv: the automated judges' ratings.",
     )
     license_text = serializers.CharField(
         required=False,

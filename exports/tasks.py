@@ -191,6 +191,7 @@ def _build(
         "version": release.version,
         "datasets": release.datasets or None,
         "include_unfinished": release.include_unfinished,
+        "include_judges": release.include_judges,
         "progress": progress,
     }
     if folder_only is not None:

@@ -27,6 +27,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--include-unfinished", action="store_true", help="Include examples without a consensus (empty rating)."
         )
+        parser.add_argument(
+            "--include-judges",
+            action="store_true",
+            help="Add judges/task1_judges.csv and judges/task2_judges.csv: the automated judges' ratings.",
+        )
         parser.add_argument("--license", type=Path, help="Licence text file (default: the study's licence text).")
         parser.add_argument("--no-progress", action="store_true")
 
@@ -56,6 +61,7 @@ class Command(BaseCommand):
                 version=options["release_version"],
                 datasets=options["datasets"],
                 include_unfinished=options["include_unfinished"],
+                include_judges=options["include_judges"],
                 license_text=license_text,
                 enqueue=False,
             )
