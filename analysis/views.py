@@ -10,6 +10,8 @@ from django.views.decorators.http import require_GET
 
 from analysis import presentation
 from analysis.figures import FIGURES, TITLES
+from analysis.judge_figures import JUDGE_FIGURES
+from analysis.judge_presentation import judges_section
 from analysis.live import reader_keys
 from analysis.services import (
     TASKS,
@@ -61,11 +63,12 @@ def _context(study: Study, state: ResultsState | None, user: AbstractBaseUser, *
             "svg": reverse("results_figure", args=[study.slug, name, "svg"]) + query,
             "png": reverse("results_figure", args=[study.slug, name, "png"]) + query,
         }
-        for name in FIGURES
+        for name in FIGURES + JUDGE_FIGURES
     }
     context |= {
         "document": document,
         "sections": presentation.sections(document, figures),
+        "judges_section": judges_section(document, figures),
         "download_url": reverse("results_download", args=[study.slug]) + query,
         "api_url": reverse("api_study_results", args=[study.slug]) + query,
     }
@@ -108,7 +111,7 @@ def study_results(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR, Role.DATA_MANAGER)
 def results_figure(request: HttpRequest, slug: str, name: str, fmt: str) -> FileResponse:
     study = get_object_or_404(Study, slug=slug)
-    if name not in FIGURES or fmt not in CONTENT_TYPES:
+    if name not in FIGURES + JUDGE_FIGURES or fmt not in CONTENT_TYPES:
         raise Http404("No such figure.")
     try:
         scope = _scope(request, study)

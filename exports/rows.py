@@ -249,7 +249,7 @@ def judges_query(selection: Selection, judge_index: dict[int, int]) -> tuple[str
         cases.append("WHEN %s THEN %s")
         params += [enrolment_id, index]
     index_sql = f"CASE j.enrolment_id {' '.join(cases)} END"
-    fields = _key_fields(dialect, realism) + [f"CAST({index_sql} AS text)"]
+    fields = [*_key_fields(dialect, realism), f"CAST({index_sql} AS text)"]
     if not realism:
         fields.append("j.report_a_type")
     fields += [_label("j.rating", params), _field(dialect, "j.rationale")]
@@ -279,9 +279,7 @@ def judge_indexes(selection: Selection, seed: int) -> dict[int, int]:
                 params,
             )
             enrolments.update(row[0] for row in cursor.fetchall())
-    from_ids = dict(
-        JudgeEnrolment.objects.filter(pk__in=enrolments).values_list("pk", "public_id")
-    )
+    from_ids = dict(JudgeEnrolment.objects.filter(pk__in=enrolments).values_list("pk", "public_id"))
     ranked = sorted(
         from_ids,
         key=lambda pk: hashlib.sha256(f"readingroom-release-judge:{int(seed)}:{from_ids[pk].hex}".encode()).digest(),

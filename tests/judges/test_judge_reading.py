@@ -63,7 +63,7 @@ def test_a_superuser_is_never_a_judge():
 
 
 def test_a_judge_reads_every_example_through_the_api_and_routing_never_sees_it():
-    study, readers, _ = make_reading_study(pairs=3)
+    study, _, _ = make_reading_study(pairs=3)
     example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
     rate_open_reads(example, Rating.EQUIVALENT)  # one read in: the example waits for its second
     before = snapshot(study)

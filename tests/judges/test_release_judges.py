@@ -105,7 +105,9 @@ def test_export_release_include_judges_writes_the_judges_folder(tmp_path, capsys
     enrol(study, judge, tasks=[Task.EQUIVALENCE])
     run_judge(judge)
 
-    call_command("export_release", "--study", study.slug, "--out", str(tmp_path / "r"), "--include-judges", "--no-progress")
+    call_command(
+        "export_release", "--study", study.slug, "--out", str(tmp_path / "r"), "--include-judges", "--no-progress"
+    )
 
     out = capsys.readouterr().out
     assert "judges/task2_judges.csv: 1 rows" in out  # the example without a consensus is left out
