@@ -63,6 +63,8 @@ class HttpTransport:
     """The reader API over HTTP(S), with the judge's token."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 60) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise JudgeClientError(f"--url {url!r}: give ReadingRoom's http:// or https:// address.")
         self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
 
     def _send(self, request: urllib.request.Request) -> tuple[int, dict | list | None]:
@@ -77,12 +79,12 @@ class HttpTransport:
             return error.code, json.loads(data) if data else None
 
     def get(self, path: str) -> tuple[int, dict | list | None]:
-        return self._send(urllib.request.Request(self.url + path))
+        return self._send(urllib.request.Request(self.url + path))  # noqa: S310 - http(s) only, checked above
 
     def post(self, path: str, body: dict) -> tuple[int, dict | list | None]:
         data = json.dumps(body).encode("utf-8")
         return self._send(
-            urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
+            urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})  # noqa: S310
         )
 
 
