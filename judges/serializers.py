@@ -32,6 +32,7 @@ class JudgeEnrolmentSerializer(serializers.Serializer):
     per_variation = serializers.IntegerField(allow_null=True)
     seed = serializers.IntegerField()
     reads = serializers.DictField(
+        source="read_counts",
         child=serializers.DictField(child=serializers.IntegerField()),
         help_text="Per task: {'rated': n, 'open': n}.",
     )

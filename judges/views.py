@@ -15,7 +15,7 @@ UNPROCESSABLE = 422
 
 
 def enrolment_rows(study: Study) -> list[JudgeEnrolment]:
-    """The study's judge enrolments, each with .reads = {task: {"rated", "open"}} (two queries)."""
+    """The study's judge enrolments, each with .read_counts = {task: {"rated", "open"}} (two queries)."""
     enrolments = list(JudgeEnrolment.objects.filter(study=study).select_related("judge").order_by("judge__username"))
     counts = (
         JudgeEnrolment.objects.filter(study=study)
@@ -29,7 +29,7 @@ def enrolment_rows(study: Study) -> list[JudgeEnrolment]:
             by_enrolment.setdefault(row["pk"], {})[row["reads__task"]] = {"rated": row["rated"], "open": row["open"]}
     for enrolment in enrolments:
         found = by_enrolment.get(enrolment.pk, {})
-        enrolment.reads = {task: found.get(task, {"rated": 0, "open": 0}) for task in enrolment.tasks}
+        enrolment.read_counts = {task: found.get(task, {"rated": 0, "open": 0}) for task in enrolment.tasks}
     return enrolments
 
 
