@@ -208,7 +208,9 @@ def test_every_number_links_to_the_examples_it_counts(client, coordinator):
     html = client.get(reverse("study_progress", args=[study.slug])).content.decode()
 
     link = re.search(
-        r'<a href="(/studies/[^"]+/examples/\?task=realism&amp;variation=([^&]+)&amp;state=waiting)">(\d+)<span class="visually-hidden"> ([^<]+)</span></a>', html
+        r'<a href="(/studies/[^"]+/examples/\?task=realism&amp;variation=([^&]+)&amp;state=waiting)">'
+        r'(\d+)<span class="visually-hidden"> ([^<]+)</span></a>',
+        html,
     )
     assert link, "no linked Task 1 waiting cell"
     url, variation, count = link.group(1).replace("&amp;", "&"), link.group(2), int(link.group(3))
