@@ -3,8 +3,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import Example, Rating, Role, Task
-from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
+from annotation.models import Example, MemberRole, Rating, Role, Task
+from consensus.assignment import add_study_member
+from consensus.services import void_annotation
+from tests.factories import make_reading_study, make_study, make_user, rate, rate_open_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +115,27 @@ def test_it_says_why_nobody_was_eligible(client, coordinator):
 
     assert "has read (or been given) the other version of its pair" in html
     assert row["reason"].startswith("Every active reader who has not read this example has read")
+
+
+def test_an_example_waiting_for_a_refill_stays_listed_when_its_other_reader_rates(coordinator):
+    # Found by the routing state machine. Keep-apart, four readers: after a void, nobody may
+    # refill the read; the remaining reader's rating must not take the example off the list,
+    # or it would wait for ever with one read missing and no coordinator told.
+    study, _, _ = make_reading_study(pairs=1, readers=4)
+    example = _realism(study)[0]
+    first, second = example.assignments.order_by("slot")
+    voided = rate(first, Rating.REALISTIC, "").annotation
+    void_annotation(voided.public_id, actor=coordinator, reason="Wrong report.")
+    example.refresh_from_db()
+    assert example.unrouted
+
+    rate(second, Rating.REALISTIC, "")
+
+    example.refresh_from_db()
+    assert example.unrouted
+    assert "other version" in example.unrouted_reason
+    newcomer = make_user(Role.READER)
+    add_study_member(study, newcomer, MemberRole.READER, actor=coordinator)
+    example.refresh_from_db()
+    assert not example.unrouted
+    assert example.assignments.open().get().reader == newcomer
