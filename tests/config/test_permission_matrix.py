@@ -24,6 +24,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.conf import settings
@@ -232,6 +233,8 @@ class Entry:
     conflicted_ok: int | None = None
     data: Callable[[World, str, str], dict] = lambda w, kind, variant: {}
     multipart: bool = False
+    # An anonymous htmx request is sent to the login page with HX-Redirect (role_required's pages).
+    htmx_login: bool = True
 
     def ok_for(self, kind: str) -> int:
         return self.ok[kind] if isinstance(self.ok, dict) else self.ok
@@ -290,6 +293,7 @@ MATRIX: dict[tuple[str, str], Entry] = {
         LOGGED_IN,
         {NO_ROLE: 200, DATA_MANAGER: 200} | dict.fromkeys(READERS | {ADJUDICATOR} | COORDINATORS, 302),
         _fixed("/"),
+        htmx_login=False,  # Django's login_required: the home page is never swapped in
     ),
     # The coordinator's pages: studies, import, sample.
     ("study_list", "get"): Entry(COORDINATORS, 200, _fixed("/studies/")),
@@ -578,14 +582,14 @@ MATRIX: dict[tuple[str, str], Entry] = {
 # --- Running it ---------------------------------------------------------------------------------------
 
 
-def _request(client: Client, method: str, path: str, entry: Entry, w: World, kind: str, variant: str):
+def _request(client: Client, method: str, path: str, entry: Entry, w: World, kind: str, variant: str, **headers):
     data = entry.data(w, kind, variant)
     call = getattr(client, method)
     if method == "get":
-        return call(path, data)
+        return call(path, data, **headers)
     if path.startswith("/api/") and not entry.multipart:
-        return call(path, data, content_type="application/json")
-    return call(path, data)
+        return call(path, data, content_type="application/json", **headers)
+    return call(path, data, **headers)
 
 
 def _expected(entry: Entry, kind: str, variant: str, api: bool) -> int | str:
@@ -600,8 +604,14 @@ def _expected(entry: Entry, kind: str, variant: str, api: bool) -> int | str:
     return entry.ok_for(kind)
 
 
-def _outcome(response) -> int | str:
-    if response.status_code == 302 and response["Location"].startswith("/accounts/login/?next="):
+def _is_login_for(url: str, path: str) -> bool:
+    """Whether url is the login page, bringing the user back to path afterwards."""
+    parts = urlsplit(url)
+    return parts.path == "/accounts/login/" and parse_qs(parts.query).get("next") == [path]
+
+
+def _outcome(response, path: str) -> int | str:
+    if response.status_code == 302 and _is_login_for(response["Location"], path):
         return "login"
     return response.status_code
 
@@ -626,9 +636,16 @@ def test_the_permission_matrix_holds(world, name, method):
                 response = _request(client, method, path, entry, world, kind, variant)
                 changed = _state() != before
                 transaction.set_rollback(True)
-            got = _outcome(response)
+            got = _outcome(response, path)
             if got != expected:
                 wrong.append(f"{kind}, {variant} object: {method.upper()} {path} answered {got}, expected {expected}")
+            if expected == "login" and entry.htmx_login:
+                # An htmx request (a session that expired on an open page): the browser goes to the login page.
+                with transaction.atomic():
+                    response = _request(client, method, path, entry, world, kind, variant, HTTP_HX_REQUEST="true")
+                    transaction.set_rollback(True)
+                if not _is_login_for(response.headers.get("HX-Redirect", ""), path):
+                    wrong.append(f"htmx {method.upper()} {path} did not send the browser to the login page")
             elif expected in ("login", 401, 403, 404) and changed:
                 wrong.append(f"{kind}, {variant} object: {method.upper()} {path} was refused but changed the database")
     assert not wrong, "\n".join(wrong)
