@@ -45,7 +45,7 @@ from annotation.services import sample_pairs
 from consensus.assignment import assign_readers
 from consensus.models import Adjudication, ConsensusLabel, LabelSource
 from consensus.services import submit_adjudication, void_annotation
-from exports import rows
+from exports import rows as release_rows
 from exports.services import ReleaseRefused, build_release, zip_release
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate, rate_open_reads
 from tests.replay import build_published_replay
@@ -804,7 +804,7 @@ def test_a_build_broken_half_way_leaves_no_folder_behind(tmp_path, monkeypatch):
     # work folder beside it, would pass for a release.
     study = rated_study("mimic-cxr")
     written_when_it_broke = []
-    consensus_query = rows.consensus_query
+    consensus_query = release_rows.consensus_query
 
     def break_on_task2(selection):
         if selection.task == Task.EQUIVALENCE:
@@ -812,7 +812,7 @@ def test_a_build_broken_half_way_leaves_no_folder_behind(tmp_path, monkeypatch):
             raise OSError("No space left on device")
         return consensus_query(selection)
 
-    monkeypatch.setattr(rows, "consensus_query", break_on_task2)
+    monkeypatch.setattr(release_rows, "consensus_query", break_on_task2)
     with pytest.raises(OSError, match="No space left"):
         build(study, tmp_path / "release")
 
