@@ -282,3 +282,18 @@ def test_a_consensus_reached_by_a_void_names_the_coordinator_who_voided(db):
     event = AuditEvent.objects.filter(example=example, action=AuditAction.CONSENSUS).order_by("pk").last()
     assert event.after["label_source"] == LabelSource.UNANIMOUS
     assert event.actor == coordinator
+
+
+def test_an_adjudication_routed_when_an_adjudicator_joins_names_the_coordinator_who_added_them(db):
+    study, _, _ = make_reading_study(pairs=1, readers=3, adjudicators=0, keep_versions_apart=False)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    rate(_third(Example.objects.get(pk=example.pk)), MAJOR)
+    coordinator = make_user(Role.COORDINATOR)
+
+    add_study_member(study, make_user(Role.ADJUDICATOR), MemberRole.ADJUDICATOR, actor=coordinator)
+
+    routed = AuditEvent.objects.get(example=example, action=AuditAction.ADJUDICATION_ROUTED)
+    assert routed.actor == coordinator
