@@ -1,4 +1,5 @@
-"""Random submissions, voids, adjudications and new people; the protocol's invariants after every step."""
+"""Random studies, submissions, voids, withdrawals, reassignments, adjudications and new people; the
+protocol's invariants after every step, the audit trail included. Seeded (derandomize) and bounded."""
 
 import contextlib
 import uuid
@@ -8,7 +9,7 @@ import pytest
 from django.db import transaction
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
@@ -16,6 +17,8 @@ from annotation.models import (
     Annotation,
     Assignment,
     AssignmentStatus,
+    AuditAction,
+    AuditEvent,
     Example,
     ExampleState,
     MemberRole,
@@ -38,15 +41,26 @@ from tests.factories import make_reading_study, make_user
 
 class RoutingMachine(RuleBasedStateMachine):
     keep_versions_apart = False
-    readers = 3
+    # Readers at the start: at least what the first assignment needs.
+    readers = st.integers(min_value=2, max_value=4)
 
     def __init__(self) -> None:
         super().__init__()
         # Each run works in a savepoint that is rolled back in teardown().
         self._atomic = transaction.atomic()
         self._atomic.__enter__()
+        self.study = None
+        # Examples an initial read was withdrawn from by hand: they wait for one until a coordinator acts.
+        self.withdrawn_from: set[int] = set()
+
+    @initialize(data=st.data())
+    def a_study(self, data: st.DataObject) -> None:
         self.study, _, _ = make_reading_study(
-            pairs=2, readers=self.readers, adjudicators=0, keep_versions_apart=self.keep_versions_apart
+            pairs=data.draw(st.integers(min_value=1, max_value=2), label="pairs"),
+            readers=data.draw(self.readers, label="readers"),
+            adjudicators=data.draw(st.integers(min_value=0, max_value=1), label="adjudicators"),
+            adjudicator_subspecialty=data.draw(st.sampled_from(["cardiothoracic", "general"]), label="subspecialty"),
+            keep_versions_apart=self.keep_versions_apart,
         )
         self.coordinator = make_user(Role.COORDINATOR)
 
@@ -129,6 +143,7 @@ class RoutingMachine(RuleBasedStateMachine):
     def withdraw(self, data: st.DataObject) -> None:
         assignment = data.draw(st.sampled_from(self._open_assignments()))
         withdraw_assignment(assignment.public_id, actor=self.coordinator)
+        self.withdrawn_from.add(assignment.example_id)
 
     @precondition(lambda self: bool(self._open_assignments()))
     @rule(data=st.data())
@@ -155,6 +170,8 @@ class RoutingMachine(RuleBasedStateMachine):
 
     @invariant()
     def the_queue_counters_match_the_assignments(self) -> None:
+        if self.study is None:
+            return
         counted = {
             (q.reader_id, q.task): (q.open_count, q.rated_count) for q in ReaderQueue.objects.filter(study=self.study)
         }
@@ -170,7 +187,7 @@ class RoutingMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_reader_holds_both_versions_of_a_pair_when_kept_apart(self) -> None:
-        if not self.keep_versions_apart:
+        if self.study is None or not self.keep_versions_apart:
             return
         seen = Counter(
             Assignment.objects.filter(study=self.study, task=Task.REALISM).values_list("reader_id", "example__pair_id")
@@ -179,6 +196,8 @@ class RoutingMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_example_follows_the_protocol(self) -> None:
+        if self.study is None:
+            return
         for example in Example.objects.filter(study=self.study).prefetch_related(
             "assignments", "annotations", "adjudications"
         ):
@@ -198,6 +217,9 @@ class RoutingMachine(RuleBasedStateMachine):
             readers = {a.reader_id for a in assignments}
             for adjudication in adjudications:
                 assert adjudication.adjudicator_id not in readers
+            # An adjudicator only on a three-way split of three valid ratings.
+            if adjudications:
+                assert len(valid) == 3 and len({a.rating for a in valid}) == 3, [a.rating for a in valid]
 
             ratings = [a.rating for a in valid]
             open_reads = [a for a in active if a.status == AssignmentStatus.OPEN]
@@ -226,8 +248,70 @@ class RoutingMachine(RuleBasedStateMachine):
             else:
                 assert example.state == ExampleState.WAITING
                 assert consensus is None
+                # Two first reads (rated or open), unless nobody eligible was left or a coordinator
+                # withdrew one by hand.
+                assert len(active) == 2 or example.unrouted or example.pk in self.withdrawn_from, (
+                    len(active),
+                    example.unrouted,
+                )
             if consensus is not None:
                 assert consensus.n_annotations == len(ratings)
+
+    @invariant()
+    def every_change_is_in_the_audit_trail(self) -> None:
+        if self.study is None:
+            return
+        events: dict[str, list[tuple[dict, dict]]] = {action: [] for action in AuditAction.values}
+        for action, before, after in AuditEvent.objects.filter(study=self.study).values_list(
+            "action", "before", "after"
+        ):
+            events[action].append((before, after))
+
+        # Every assignment was announced once, when it was made (automatically, by hand or as a
+        # third read); the only ones gone are those withdrawn before they were shown.
+        announced = Counter(
+            after["assignment"]
+            for action in (AuditAction.ASSIGNED, AuditAction.THIRD_READ_ROUTED)
+            for _, after in events[action]
+        )
+        assert all(n == 1 for n in announced.values()), announced
+        withdrawn = {
+            before["assignment"]: after["shown"]
+            for before, after in events[AuditAction.WITHDRAWN]
+            if "assignment" in before
+        }
+        rows = {
+            str(pid): status
+            for pid, status in Assignment.objects.filter(study=self.study).values_list("public_id", "status")
+        }
+        assert set(announced) == set(rows) | {pid for pid, shown in withdrawn.items() if not shown}
+        assert not set(rows) & {pid for pid, shown in withdrawn.items() if not shown}
+        assert {pid for pid, status in rows.items() if status == AssignmentStatus.WITHDRAWN} == {
+            pid for pid, shown in withdrawn.items() if shown
+        }
+
+        # Every rating was recorded as submitted, and every void.
+        annotations = list(
+            Annotation.objects.filter(example__study=self.study).values_list(
+                "public_id", "assignment__public_id", "rating", "voided_at"
+            )
+        )
+        submitted = sorted((after["assignment"], after["rating"]) for _, after in events[AuditAction.SUBMITTED])
+        assert submitted == sorted((str(assignment), rating) for _, assignment, rating, _ in annotations)
+        voided = sorted(before["annotation"] for before, _ in events[AuditAction.VOIDED])
+        assert voided == sorted(str(pid) for pid, _, _, voided_at in annotations if voided_at is not None)
+
+        # Every consensus reached and withdrawn; every adjudication routed and decided.
+        labels = ConsensusLabel.objects.filter(example__study=self.study).count()
+        assert len(events[AuditAction.CONSENSUS]) - len(events[AuditAction.CONSENSUS_WITHDRAWN]) == labels
+        adjudications = list(Adjudication.objects.filter(example__study=self.study).values_list("public_id", "status"))
+        routed = sorted(after["adjudication"] for _, after in events[AuditAction.ADJUDICATION_ROUTED])
+        assert routed == sorted(str(pid) for pid, _ in adjudications)
+        decided = sorted(after["adjudication"] for _, after in events[AuditAction.ADJUDICATED])
+        assert set(decided) <= {str(pid) for pid, _ in adjudications}
+        assert len(decided) == sum(1 for _, status in adjudications if status == AdjudicationStatus.DONE) + sum(
+            1 for before, _ in events[AuditAction.WITHDRAWN] if before.get("rating") and "adjudication" in before
+        )
 
 
 class KeptApartRoutingMachine(RoutingMachine):
@@ -235,7 +319,7 @@ class KeptApartRoutingMachine(RoutingMachine):
     third read of a version finds nobody eligible until a reader is added)."""
 
     keep_versions_apart = True
-    readers = 4
+    readers = st.integers(min_value=4, max_value=5)
 
 
 MACHINE_SETTINGS = settings(

@@ -47,6 +47,7 @@ from annotation.services import sample_pairs
 from consensus.assignment import assign_readers
 from consensus.models import Adjudication, ConsensusLabel, LabelSource
 from consensus.services import submit_adjudication, void_annotation
+from exports import rows as release_rows
 from exports.services import ReleaseRefused, build_release, zip_release
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate, rate_open_reads
 from tests.replay import build_published_replay
@@ -827,6 +828,27 @@ def test_an_empty_existing_output_folder_is_used(tmp_path):
     (tmp_path / "release").mkdir()
     assert set(files_of(build(study, tmp_path / "release"))) == LAYOUT
     assert [p.name for p in tmp_path.iterdir()] == ["release"]
+
+
+def test_a_build_broken_half_way_leaves_no_folder_behind(tmp_path, monkeypatch):
+    # export_release --out writes here directly (no worker, no zip): a half-written folder, or the
+    # work folder beside it, would pass for a release.
+    study = rated_study("mimic-cxr")
+    written_when_it_broke = []
+    consensus_query = release_rows.consensus_query
+
+    def break_on_task2(selection):
+        if selection.task == Task.EQUIVALENCE:
+            written_when_it_broke.extend(p.name for p in tmp_path.rglob("*.csv"))
+            raise OSError("No space left on device")
+        return consensus_query(selection)
+
+    monkeypatch.setattr(release_rows, "consensus_query", break_on_task2)
+    with pytest.raises(OSError, match="No space left"):
+        build(study, tmp_path / "release")
+
+    assert "task1_consensus.csv" in written_when_it_broke
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- The export_release command ------------------------------------------------------------
