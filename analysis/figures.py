@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.judge_figures import JUDGE_FIGURES, JUDGE_TITLES, draw_judge_figure
 from analysis.results import LABELS, Results
 
 matplotlib.use("Agg")
@@ -25,6 +26,7 @@ TITLES = {
     "task2_ratings": "Task 2, equivalence: consensus ratings per variation",
     "task1_forest": "Task 1, realism: alternative minus original, per variation",
     "agreement": "Agreement per variation",
+    **JUDGE_TITLES,
 }
 # Okabe & Ito: blue, orange, vermillion for 0 / 1 / 2; black and grey for the rest.
 SCALE_COLOURS = ("#0072B2", "#E69F00", "#D55E00")
@@ -43,12 +45,12 @@ DPI = 110
 
 
 def render_figure(results: Results, name: str, fmt: str = "svg") -> bytes:
-    """One figure of `FIGURES` as SVG or PNG bytes."""
-    if name not in FIGURES:
-        raise ValueError(f"figure {name!r}: unknown; the figures are {', '.join(FIGURES)}.")
+    """One figure of `FIGURES` (or, with judges, of `JUDGE_FIGURES`) as SVG or PNG bytes."""
+    if name not in FIGURES and name not in JUDGE_FIGURES:
+        raise ValueError(f"figure {name!r}: unknown; the figures are {', '.join(FIGURES + JUDGE_FIGURES)}.")
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: use svg or png.")
-    figure = _DRAW[name](results)
+    figure = draw_judge_figure(results.tables, name) if name in JUDGE_FIGURES else _DRAW[name](results)
     buffer = io.BytesIO()
     # No creation date and a fixed hash salt: the same results give the same bytes.
     metadata = {"Date": None} if fmt == "svg" else {}
@@ -62,12 +64,17 @@ def render_figures(results: Results, outdir: str | Path, formats: tuple[str, ...
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in FIGURES:
+    for name in figure_names(results):
         for fmt in formats:
             path = outdir / f"{name}.{fmt}"
             path.write_bytes(render_figure(results, name, fmt))
             written.append(path)
     return written
+
+
+def figure_names(results: Results) -> tuple[str, ...]:
+    """The figures of these results: the study's, and the judges' when there are judge tables."""
+    return FIGURES + (JUDGE_FIGURES if "judge_agreement" in results.tables else ())
 
 
 def _figure(width: float, height: float) -> Figure:

@@ -55,3 +55,7 @@ class ReleaseFrames:
     task2_disagreed: pd.DataFrame
     task2_consensus: pd.DataFrame
     reads: pd.DataFrame | None = None  # live only: columns READS
+    # The automated judges' ratings (analysis.judges.JUDGE_COLUMNS): from a release built with
+    # --include-judges, or a live study with judges; None when there are none to analyse.
+    task1_judges: pd.DataFrame | None = None
+    task2_judges: pd.DataFrame | None = None

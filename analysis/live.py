@@ -20,21 +20,26 @@ from collections.abc import Iterator
 import pandas as pd
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
+from analysis.judges import JUDGE_FILES
 from analysis.metrics import report_text
 from analysis.models import ImportedMetric, MetricScore
 from analysis.release_folder import ANALYSIS_COLUMNS
 from annotation.models import Assignment, CandidatePair, Study, StudyMember, Task
 from exports import rows
+from judges.models import JudgeEnrolment
 
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
 
 
-def study_frames(study: Study, *, datasets: list[str] | None = None, text: bool = True) -> ReleaseFrames:
+def study_frames(
+    study: Study, *, datasets: list[str] | None = None, text: bool = True, judges: bool | None = None
+) -> ReleaseFrames:
     """The study's default release as DataFrames (only examples with a consensus), plus its reads.
 
     datasets restricts every table to those dataset keys (empty or None: all), as a release
     restricted to them would be. text=False keeps only the columns the analysis reads, exactly
-    as `read_release(path, text=False)` does.
+    as `read_release(path, text=False)` does. judges adds the judges tables of a release built
+    with --include-judges (default: if the study has an automated judge).
     """
     datasets = sorted(set(datasets or []))
     tables: dict[str, pd.DataFrame] = {}
@@ -49,7 +54,26 @@ def study_frames(study: Study, *, datasets: list[str] | None = None, text: bool 
         for kind, ((sql, params), types) in queries.items():
             path = f"{prefix}/{prefix}_{kind}.csv"
             tables[f"{prefix}_{kind}"] = _parse(RELEASE_FILES[path], rows.stream(sql, params, types), text)
+    if judges is None:
+        judges = JudgeEnrolment.objects.filter(study=study).exists()
+    if judges:
+        tables |= study_judges(study, datasets=datasets)
     return ReleaseFrames(**tables, reads=study_reads(study, datasets=datasets))
+
+
+def study_judges(study: Study, *, datasets: list[str]) -> dict[str, pd.DataFrame]:
+    """The judges files of the study's release built with --include-judges, as DataFrames.
+
+    The judge indexes are those of the release of every dataset, so a dataset filter here and
+    `analyze_release --dataset` on the full release name each judge alike.
+    """
+    judge_index = rows.judge_indexes(rows.Selection(study.pk, "", [], include_unfinished=False), study.seed)
+    tables = {}
+    for task, prefix in TASK_PREFIX.items():
+        selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
+        records = rows.stream(*rows.judges_query(selection, judge_index)) if judge_index else iter(())
+        tables[f"{prefix}_judges"] = _parse(JUDGE_FILES[f"judges/{prefix}_judges.csv"], records, text=True)
+    return tables
 
 
 def _parse(columns: list[str], records: Iterator[tuple], text: bool) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.frames import RELEASE_FILES, ReleaseFrames
+from analysis.judges import JUDGE_FILES
 
 # The columns the analysis reads; with text=False the report sections and rationales are skipped,
 # which keeps a 100,000-pair release's text out of memory.
@@ -73,4 +74,9 @@ def read_release(path: str | Path, *, text: bool = True) -> ReleaseFrames:
     tables = {
         Path(relative).stem: _read(folder, relative, columns, text) for relative, columns in RELEASE_FILES.items()
     }
+    if (folder / "judges").is_dir():
+        # A release built with --include-judges: the judges' ratings are read whole (they are few).
+        tables |= {
+            Path(relative).stem: _read(folder, relative, columns, True) for relative, columns in JUDGE_FILES.items()
+        }
     return ReleaseFrames(**tables)

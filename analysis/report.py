@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.figures import FIGURES, TITLES, render_figures
+from analysis.figures import TITLES, figure_names, render_figures
 from analysis.results import Results
 
 TABLE_TITLES = {
@@ -22,6 +22,9 @@ TABLE_TITLES = {
     "agreement": "Agreement",
     "disagreement": "Disagreement structure: how each consensus was reached",
     "adjudication": "Adjudicated examples: the adjudicator's rating and its distance from the three reads",
+    "judge_confusion": "Automated judges: consensus rating x judge rating",
+    "judge_agreement": "Automated judges: exact agreement with the consensus and quadratic-weighted kappa",
+    "judge_vs_readers": "Automated judges: agreement with a single radiologist vs between two radiologists",
 }
 
 
@@ -55,7 +58,7 @@ def markdown(results: Results) -> str:
     lines += ["", "## Methods", ""]
     lines += [f"- **{name}**: {text}" for name, text in document["methods"].items()]
     lines += ["", "## Figures", ""]
-    for name in FIGURES:
+    for name in figure_names(results):
         lines += [f"![{TITLES[name]}](figures/{name}.png)", ""]
     for name, table in results.tables.items():
         lines += [f"## {TABLE_TITLES.get(name, name)}", "", f"`tables/{name}.csv`", "", *_table(table), ""]

@@ -20,6 +20,8 @@ import pandas as pd
 
 from analysis import stats
 from analysis.frames import ReleaseFrames
+from analysis.judges import METHODS as JUDGE_METHODS
+from analysis.judges import JudgeInputError, judge_tables
 
 SCHEMA = "readingroom-results/1"
 TASK1_LABELS = ("Realistic", "Minor Issues", "Major Issues")
@@ -133,6 +135,10 @@ def analyze(
     tables["agreement"] = pd.concat(agreement, ignore_index=True)
     tables["disagreement"] = pd.concat(disagreement, ignore_index=True)
     tables["adjudication"] = pd.concat(adjudication, ignore_index=True)
+    methods = METHODS
+    if frames.task1_judges is not None or frames.task2_judges is not None:
+        tables |= _judges(frames, tasks, seed)
+        methods = METHODS | JUDGE_METHODS
 
     tables = {name: _clean(table) for name, table in tables.items()}
     document = {
@@ -142,7 +148,7 @@ def analyze(
         "scale": {name: list(LABELS[name]) for name in tasks},
         "datasets": datasets,
         "counts": counts,
-        "methods": METHODS,
+        "methods": methods,
         "seed": seed,
         "tables": {name: _records(table) for name, table in tables.items()},
     }
@@ -164,7 +170,21 @@ def _only_dataset(frames: ReleaseFrames, dataset: str) -> ReleaseFrames:
         task2_disagreed=keep(frames.task2_disagreed),
         task2_consensus=keep(frames.task2_consensus),
         reads=keep(frames.reads),
+        task1_judges=keep(frames.task1_judges),
+        task2_judges=keep(frames.task2_judges),
     )
+
+
+def _judges(frames: ReleaseFrames, tasks: list[str], seed: int) -> dict[str, pd.DataFrame]:
+    """The automated judges' tables (analysis.judges), for the tasks analysed that have a judges table."""
+    from_frames = {"task1": frames.task1_judges, "task2": frames.task2_judges}
+    judges = {task: from_frames[task] for task in tasks if from_frames[task] is not None}
+    consensus = {task: getattr(frames, f"{task}_consensus") for task in judges}
+    full = {task: getattr(frames, f"{task}_full") for task in judges}
+    try:
+        return judge_tables(judges, consensus, full, seed=seed)
+    except JudgeInputError as error:
+        raise AnalysisInputError(str(error)) from None
 
 
 def _datasets(frames: ReleaseFrames) -> set[str]:

@@ -14,6 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 from analysis import presentation, sensitivity_presentation
 from analysis.figures import FIGURES, TITLES
 from analysis.forms import MetricScoresForm
+from analysis.judge_figures import JUDGE_FIGURES
+from analysis.judge_presentation import judges_section
 from analysis.live import reader_keys
 from analysis.services import (
     TASKS,
@@ -69,7 +71,7 @@ def _context(study: Study, state: ResultsState | None, user: AbstractBaseUser, *
             "svg": reverse("results_figure", args=[study.slug, name, "svg"]) + query,
             "png": reverse("results_figure", args=[study.slug, name, "png"]) + query,
         }
-        for name in FIGURES
+        for name in FIGURES + JUDGE_FIGURES
     }
     context |= {
         "document": document,
@@ -77,6 +79,7 @@ def _context(study: Study, state: ResultsState | None, user: AbstractBaseUser, *
         "metric_section": sensitivity_presentation.section(
             document, lambda name, fmt: reverse("results_figure", args=[study.slug, name, fmt]) + query
         ),
+        "judges_section": judges_section(document, figures),
         "download_url": reverse("results_download", args=[study.slug]) + query,
         "api_url": reverse("api_study_results", args=[study.slug]) + query,
     }
@@ -119,7 +122,7 @@ def study_results(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(Role.COORDINATOR, Role.DATA_MANAGER)
 def results_figure(request: HttpRequest, slug: str, name: str, fmt: str) -> FileResponse:
     study = get_object_or_404(Study, slug=slug)
-    if (name not in FIGURES and not METRIC_FIGURE.fullmatch(name)) or fmt not in CONTENT_TYPES:
+    if (name not in FIGURES + JUDGE_FIGURES and not METRIC_FIGURE.fullmatch(name)) or fmt not in CONTENT_TYPES:
         raise Http404("No such figure.")
     try:
         scope = _scope(request, study)

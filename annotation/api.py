@@ -36,7 +36,7 @@ from annotation.models import (
     Verdict,
 )
 from annotation.parsers import BoundedJSONParser
-from annotation.permissions import IsCoordinator, IsReader
+from annotation.permissions import IsCoordinator, IsReaderOrJudge
 from annotation.practice import (
     PendingStep,
     PracticeRefused,
@@ -64,6 +64,8 @@ from consensus.services import (
     undo_last_rating,
 )
 from consensus.services import NotFound as ConsensusNotFound
+from judges import api as judge_api
+from judges.services import is_judge
 
 
 class DatasetViewSet(viewsets.ReadOnlyModelViewSet):
@@ -358,11 +360,12 @@ ASSIGNMENT_ID = OpenApiParameter(
 class ReadingViewSet(viewsets.ViewSet):
     """The reader's side: fetch the next blinded assignment, rate it, see your progress.
 
-    An automated judge enrolled as a reader uses exactly these endpoints, under the same
-    protocol and the same blinding as radiologists.
+    An automated judge uses exactly these endpoints and gets the same payloads, under the same
+    blinding, from its own queue: each action hands a judge's request to judges.api, and a
+    judge's rating is stored and audited but never routed.
     """
 
-    permission_classes = [IsReader]
+    permission_classes = [IsReaderOrJudge]
     # The router builds regex routes (its converter setting is ignored): only a UUID-shaped id
     # resolves, anything else is a plain 404 rather than a server error in the lookup.
     lookup_field = "assignment_id"
@@ -381,6 +384,8 @@ class ReadingViewSet(viewsets.ViewSet):
         task = request.query_params.get("task")
         if task not in Task.values:
             raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
+        if is_judge(request.user):
+            return judge_api.next_item(request, task, request.query_params.get("study"))
         assignment = next_assignment(request.user, task=task, study_slug=request.query_params.get("study"))
         if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
@@ -392,6 +397,8 @@ class ReadingViewSet(viewsets.ViewSet):
     @extend_schema(parameters=[ASSIGNMENT_ID], responses={200: serializers.ReadingItemSerializer})
     def retrieve(self, request: Request, assignment_id: str | None = None) -> Response:
         """One of your assignments (another reader's is 404)."""
+        if is_judge(request.user):
+            return judge_api.retrieve_item(request, assignment_id)
         assignment = _own_assignment(request, assignment_id)
         if assignment.status == AssignmentStatus.OPEN:
             if step := pending_step(request.user, assignment.example.study, assignment.task):
@@ -417,6 +424,9 @@ class ReadingViewSet(viewsets.ViewSet):
         if not form.is_valid():
             field, problems = next(iter(form.errors.items()))
             return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
+        if is_judge(request.user):
+            # An automated judge: stored and audited, never routed (judges.services).
+            return judge_api.rate_item(request, assignment_id, form.validated_data)
         try:
             result = submit_annotation(
                 reader=request.user,
@@ -459,6 +469,9 @@ class ReadingViewSet(viewsets.ViewSet):
         had sent. Once the rating has settled: 409 with the reason (a coordinator can void it)."""
         # It takes no body, but a malformed or too deeply nested one is refused as everywhere else.
         request.data  # noqa: B018 (parsing is the point)
+        if is_judge(request.user):
+            detail = "An automated judge's ratings are final: they cannot be taken back."
+            return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
         try:
             result = undo_last_rating(request.user)
         except UndoRefused as refused:
@@ -475,6 +488,8 @@ class ReadingViewSet(viewsets.ViewSet):
     @action(detail=False, methods=["get"])
     def progress(self, request: Request) -> Response:
         """Your queues: done / assigned per study and task. Nothing about other readers."""
+        if is_judge(request.user):
+            return judge_api.progress(request)
         return Response(serializers.QueueSerializer(reader_queues(request.user), many=True).data)
 
     @extend_schema(

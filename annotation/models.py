@@ -32,12 +32,16 @@ def tiebreak(*parts: object) -> int:
 
 
 class Role(models.TextChoices):
-    """The four kinds of people in a study. Each is a Django group with one permission."""
+    """The four kinds of people in a study, and automated judges (programs, not people).
+
+    Each is a Django group with one permission. A judge account holds no other role.
+    """
 
     READER = "reader", "Reader"
     ADJUDICATOR = "adjudicator", "Adjudicator"
     COORDINATOR = "coordinator", "Coordinator"
     DATA_MANAGER = "data_manager", "Data manager"
+    JUDGE = "judge", "Automated judge"
 
 
 class Subspecialty(models.TextChoices):

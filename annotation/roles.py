@@ -13,7 +13,16 @@ ROLE_PERMISSIONS: dict[str, str] = {
     Role.ADJUDICATOR: "annotation.adjudicate_examples",
     Role.COORDINATOR: "annotation.coordinate_study",
     Role.DATA_MANAGER: "annotation.build_release",
+    # The judges app's own permission: the judge role came after the others.
+    Role.JUDGE: "judges.rate_as_judge",
 }
+# The roles of people. A superuser holds all of them, never the judge's (a judge is a program).
+PERSON_ROLES = frozenset(role for role in ROLE_PERMISSIONS if role != Role.JUDGE)
+
+
+class RoleRefused(ValueError):
+    """A judge account holds no other role, and a person's account is never a judge."""
+
 
 ROLE_GROUP_NAMES: dict[str, str] = {role.value: role.label for role in Role}
 
@@ -34,16 +43,13 @@ def user_roles(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
     if not (user.is_authenticated and user.is_active):
         return frozenset()
     if user.is_superuser:
-        return frozenset(ROLE_PERMISSIONS)
+        return PERSON_ROLES
     cached = user.__dict__.get(ROLE_CACHE)
     if cached is None:
         codenames = {codename.split(".")[1]: role for role, codename in ROLE_PERMISSIONS.items()}
         granted = (
-            Permission.objects.filter(
-                Q(group__in=user.groups.all()) | Q(user=user),
-                content_type__app_label="annotation",
-                codename__in=codenames,
-            )
+            Permission.objects.filter(Q(group__in=user.groups.all()) | Q(user=user))
+            .filter(_role_permissions())
             .values_list("codename", flat=True)
             .order_by()
         )
@@ -51,18 +57,45 @@ def user_roles(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
     return cached
 
 
+def _role_permissions(prefix: str = "") -> Q:
+    """The role permissions, as a condition on Permission (or on a relation to it, by prefix)."""
+    condition = Q()
+    for codename in ROLE_PERMISSIONS.values():
+        app_label, name = codename.split(".")
+        condition |= Q(**{f"{prefix}content_type__app_label": app_label, f"{prefix}codename": name})
+    return condition
+
+
 def ensure_role_groups() -> None:
     """Create the role groups with their permissions; safe to call any number of times."""
     for role, codename in ROLE_PERMISSIONS.items():
-        group, _ = Group.objects.get_or_create(name=ROLE_GROUP_NAMES[role])
         app_label, perm_codename = codename.split(".")
-        permission = Permission.objects.get(content_type__app_label=app_label, codename=perm_codename)
+        permission = Permission.objects.filter(content_type__app_label=app_label, codename=perm_codename).first()
+        if permission is None:
+            # After migrate, each app's permissions come with its own post_migrate signal: the judge's
+            # come with the judges app's, which calls this again.
+            continue
+        group, _ = Group.objects.get_or_create(name=ROLE_GROUP_NAMES[role])
         group.permissions.add(permission)
 
 
 def grant_role(user: AbstractBaseUser, role: str, *, subspecialty: str | None = None) -> None:
-    """Put a user in a role's group. Readers and adjudicators also get a profile."""
+    """Put a user in a role's group. Readers and adjudicators also get a profile.
+
+    An automated judge is not a person: a judge account holds no other role (RoleRefused).
+    """
     ensure_role_groups()
+    held = user_roles(user) if user.pk else frozenset()
+    if role == Role.JUDGE and (user.is_superuser or held - {Role.JUDGE}):
+        others = ", ".join(Role(r).label for r in sorted(held - {Role.JUDGE})) or "superuser"
+        raise RoleRefused(
+            f"{user.get_username()} is a person's account ({others}); an automated judge needs an account of its own."
+        )
+    if role != Role.JUDGE and Role.JUDGE in held:
+        raise RoleRefused(
+            f"{user.get_username()} is an automated judge's account; it holds no other role. "
+            "Create a separate account for the person."
+        )
     user.groups.add(Group.objects.get(name=ROLE_GROUP_NAMES[role]))
     if role in (Role.READER, Role.ADJUDICATOR):
         profile, created = ReaderProfile.objects.get_or_create(
@@ -108,16 +141,19 @@ def roles_by_user(users: Iterable[AbstractBaseUser]) -> dict[int, frozenset[str]
     held: dict[int, set[str]] = {user.pk: set() for user in users}
     ids = [user.pk for user in users if user.is_active and not user.is_superuser]
     user_model = get_user_model()
-    permissions = {"content_type__app_label": "annotation", "codename__in": codenames}
-    through_groups = user_model.groups.through.objects.filter(
-        user_id__in=ids, **{f"group__permissions__{key}": value for key, value in permissions.items()}
-    ).values_list("user_id", "group__permissions__codename")
-    through_direct = user_model.user_permissions.through.objects.filter(
-        user_id__in=ids, **{f"permission__{key}": value for key, value in permissions.items()}
-    ).values_list("user_id", "permission__codename")
+    through_groups = (
+        user_model.groups.through.objects.filter(user_id__in=ids)
+        .filter(_role_permissions("group__permissions__"))
+        .values_list("user_id", "group__permissions__codename")
+    )
+    through_direct = (
+        user_model.user_permissions.through.objects.filter(user_id__in=ids)
+        .filter(_role_permissions("permission__"))
+        .values_list("user_id", "permission__codename")
+    )
     for user_id, codename in [*through_groups.order_by(), *through_direct.order_by()]:
         held[user_id].add(codenames[codename])
     for user in users:
         if user.is_active and user.is_superuser:
-            held[user.pk] = set(ROLE_PERMISSIONS)
+            held[user.pk] = set(PERSON_ROLES)
     return {user_id: frozenset(roles) for user_id, roles in held.items()}

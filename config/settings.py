@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "consensus",
     "exports",
     "analysis",
+    "judges",
 ]
 
 MIDDLEWARE = [

@@ -9,6 +9,7 @@ from annotation import api as annotation_api
 from annotation import views as annotation_views
 from consensus import api as consensus_api
 from exports import api as exports_api
+from judges import api as judges_api
 
 # No format suffixes (/api/studies.json): every route answers JSON, and a suffixed URL is a 404
 # like any other unknown one. ?format=json still picks the renderer.
@@ -65,6 +66,8 @@ coordination_api = [
         analysis_api.StudyMetricScoresView.as_view(),
         name="api_study_metric_scores",
     ),
+    # Coordinators: enrol automated judges (shadow readers) and list them.
+    path("studies/<slug:slug>/judges/", judges_api.StudyJudgesView.as_view(), name="api_study_judges"),
 ]
 
 urlpatterns = [
@@ -80,6 +83,7 @@ urlpatterns = [
     path("", include("consensus.urls")),
     path("", include("exports.urls")),
     path("", include("analysis.urls")),
+    path("", include("judges.urls")),
     path("", include("annotation.urls")),
 ]
 

@@ -278,11 +278,15 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
             _route_reads(example, 1, action=AuditAction.THIRD_READ_ROUTED, actor=actor)
         return
 
+    if not refill:
+        # A first read came in. An example still waiting for someone to take its other read (nobody
+        # was eligible after a void) stays on the Unrouted list until someone does.
+        _set_state(example, ExampleState.WAITING, unrouted=example.unrouted, reason=example.unrouted_reason)
+        return
     _set_state(example, ExampleState.WAITING)
-    if refill:
-        missing = 2 - count - _reads_under_way(example, count)
-        if missing > 0:
-            _route_reads(example, missing, action=AuditAction.ASSIGNED, actor=actor)
+    missing = 2 - count - _reads_under_way(example, count)
+    if missing > 0:
+        _route_reads(example, missing, action=AuditAction.ASSIGNED, actor=actor)
 
 
 def _reads_under_way(example: Example, settled: int) -> int:

@@ -88,6 +88,7 @@ class StudyReleaseViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                 datasets=options["datasets"],
                 include_unfinished=options["include_unfinished"],
                 include_guide=options["include_guide"],
+                include_judges=options["include_judges"],
                 license_text=options.get("license_text", study.license_text),
             )
         except ReleaseRefused as refused:

@@ -64,6 +64,9 @@ class Release(models.Model):
     include_guide = models.BooleanField(
         default=False, help_text="Add the study's reader guide (its newest version) as guide.md."
     )
+    include_judges = models.BooleanField(
+        default=False, help_text="Adds judges/task1_judges.csv and judges/task2_judges.csv (automated judges)."
+    )
     license_text = models.TextField()
     status = models.CharField(max_length=8, choices=ReleaseStatus.choices, default=ReleaseStatus.QUEUED)
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent done while building.")

@@ -36,6 +36,7 @@ from annotation.models import (
     Variation,
 )
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+from judges.models import JudgeEnrolment, JudgeRead
 
 ANNOTATION = Annotation._meta.db_table
 EXAMPLE = Example._meta.db_table
@@ -44,6 +45,7 @@ DATASET = Dataset._meta.db_table
 VARIATION = Variation._meta.db_table
 CONSENSUS = ConsensusLabel._meta.db_table
 ADJUDICATION = Adjudication._meta.db_table
+JUDGE_READ = JudgeRead._meta.db_table
 
 SQLITE_SHA256 = "readingroom_sha256"
 BATCH = 2000
@@ -231,6 +233,59 @@ def consensus_query(selection: Selection) -> tuple[str, list]:
     WHERE {where}
     ORDER BY {", ".join(_keys(dialect, realism))}"""
     return sql, params
+
+
+def judges_query(selection: Selection, judge_index: dict[int, int]) -> tuple[str, list]:
+    """One record per rated judge read of a released example (--include-judges), in key then judge order.
+
+    judge_index maps a judge's enrolment id to its index in this release (judge_indexes()); the
+    account never appears. Task 1: keys, judge_index, rating, rationale; Task 2: keys,
+    judge_index, report_a_type, rating, rationale.
+    """
+    dialect = _dialect()
+    realism = selection.task == Task.REALISM
+    params: list = []
+    cases = []
+    for enrolment_id, index in sorted(judge_index.items()):
+        cases.append("WHEN %s THEN %s")
+        params += [enrolment_id, index]
+    index_sql = f"CASE j.enrolment_id {' '.join(cases)} END"
+    fields = [*_key_fields(dialect, realism), f"CAST({index_sql} AS text)"]
+    if not realism:
+        fields.append("j.report_a_type")
+    fields += [_label("j.rating", params), _field(dialect, "j.rationale")]
+    where = selection.where(params)
+    order_params = params[: 2 * len(cases)]
+    sql = f"""
+    SELECT {_record(dialect, fields)}
+    {_FROM_EXAMPLES}
+    JOIN {JUDGE_READ} j ON j.example_id = e.id
+    WHERE j.rating <> '' AND {where}
+    ORDER BY {", ".join(_keys(dialect, realism))}, {index_sql}"""
+    return sql, params + order_params
+
+
+def judge_indexes(selection: Selection, seed: int) -> dict[int, int]:
+    """Judge enrolment id -> its index in a release: 0, 1, ... in the order of
+    sha256("readingroom-release-judge:<study seed>:<enrolment public id>"), over the judges with a
+    rated read of a released example of either task. Reproducible, and no account in sight."""
+    enrolments = set()
+    for task in (Task.REALISM, Task.EQUIVALENCE):
+        params: list = []
+        where = Selection(selection.study_id, task, selection.datasets, selection.include_unfinished).where(params)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT DISTINCT j.enrolment_id {_FROM_EXAMPLES} JOIN {JUDGE_READ} j ON j.example_id = e.id "
+                f"WHERE j.rating <> '' AND {where}",
+                params,
+            )
+            enrolments.update(row[0] for row in cursor.fetchall())
+    from_ids = dict(JudgeEnrolment.objects.filter(pk__in=enrolments).values_list("pk", "public_id"))
+    ranked = sorted(
+        from_ids,
+        key=lambda pk: hashlib.sha256(f"readingroom-release-judge:{int(seed)}:{from_ids[pk].hex}".encode()).digest(),
+    )
+    return {pk: index for index, pk in enumerate(ranked)}
 
 
 @contextmanager

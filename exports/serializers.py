@@ -35,6 +35,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "datasets",
             "include_unfinished",
             "include_guide",
+            "include_judges",
             "license_text",
             "status",
             "progress",
@@ -71,6 +72,10 @@ class ReleaseRequestSerializer(serializers.Serializer):
     )
     include_guide = serializers.BooleanField(
         default=False, help_text="Add the study's reader guide (its newest version) as guide.md."
+    )
+    include_judges = serializers.BooleanField(
+        default=False,
+        help_text="Add judges/task1_judges.csv and judges/task2_judges.csv: the automated judges' ratings.",
     )
     license_text = serializers.CharField(
         required=False,

@@ -76,6 +76,11 @@ TASK2_FULL = (
 TASK2_DISAGREED = ("dataset", "study_id", "reref_variation", "rating", "rationale")
 TASK2_CONSENSUS = ("dataset", "study_id", "reref_variation", "rating", "label_source", "n_annotations")
 
+# Only with include_judges (export_release --include-judges): the automated judges' ratings.
+TASK1_JUDGES = ("dataset", "study_id", "reref_variation", "report_type", "judge_index", "rating", "rationale")
+TASK2_JUDGES = ("dataset", "study_id", "reref_variation", "judge_index", "report_a_type", "rating", "rationale")
+JUDGE_COLUMNS = {"judges/task1_judges.csv": TASK1_JUDGES, "judges/task2_judges.csv": TASK2_JUDGES}
+
 COLUMNS = {
     "task1/task1_full.csv": TASK1_FULL,
     "task1/task1_disagreed.csv": TASK1_DISAGREED,
@@ -121,6 +126,8 @@ class ReleaseSummary:
     counts: dict[str, TaskCounts]
     row_counts: dict[str, int]
     guide_version: int | None = None
+    include_judges: bool = False
+    judges: int = 0  # judges in judges/*.csv (include_judges)
 
 
 class _CsvFile:
@@ -176,6 +183,7 @@ def build_release(
     datasets: list[str] | None = None,
     include_unfinished: bool = False,
     include_guide: bool = False,
+    include_judges: bool = False,
     progress: Progress | None = None,
 ) -> ReleaseSummary:
     """Write the release folder of a study into out_dir (which must not exist yet).
@@ -183,6 +191,8 @@ def build_release(
     Only examples with a consensus are released, unless include_unfinished, which adds the
     others with an empty consensus rating. datasets restricts the release to some datasets.
     include_guide adds guide.md: the study's reader guide (its newest version, as stored).
+    include_judges adds judges/task1_judges.csv and judges/task2_judges.csv (the automated
+    judges' ratings of the released examples); without it nothing of the judges is written.
     Every query of the build reads one snapshot of the database (rows.snapshot()), so ratings
     submitted meanwhile cannot make the files disagree; progress is called inside it and must
     write through another connection (the worker's BuildMonitor does).
@@ -203,6 +213,7 @@ def build_release(
             datasets,
             include_unfinished=include_unfinished,
             include_guide=include_guide,
+            include_judges=include_judges,
             progress=progress,
         )
 
@@ -216,6 +227,7 @@ def _build_in_snapshot(
     *,
     include_unfinished: bool,
     include_guide: bool = False,
+    include_judges: bool = False,
     progress: Progress | None,
 ) -> ReleaseSummary:
     in_study = Example.objects.filter(study=study)
@@ -246,6 +258,9 @@ def _build_in_snapshot(
             selection = rows.Selection(study.pk, task, datasets, include_unfinished)
             row_counts.update(_write_task(study, selection, work, prefix, task_counts, advance))
             counts[task] = task_counts
+        judges = 0
+        if include_judges:
+            judges = _write_judges(study, rows.Selection(study.pk, "", datasets, include_unfinished), work, row_counts)
 
         summary = ReleaseSummary(
             version=version,
@@ -253,6 +268,8 @@ def _build_in_snapshot(
             include_unfinished=include_unfinished,
             counts=counts,
             row_counts=row_counts,
+            include_judges=include_judges,
+            judges=judges,
         )
         if include_guide:
             # Read in the build's snapshot, like every file of it.
@@ -315,6 +332,20 @@ def _write_task(
     }
 
 
+def _write_judges(study: Study, selection: rows.Selection, work: Path, row_counts: dict[str, int]) -> int:
+    """judges/task1_judges.csv and judges/task2_judges.csv; returns how many judges they hold."""
+    judge_index = rows.judge_indexes(selection, study.seed)
+    for task, path in ((Task.REALISM, "judges/task1_judges.csv"), (Task.EQUIVALENCE, "judges/task2_judges.csv")):
+        out = _CsvFile(work / path, JUDGE_COLUMNS[path])
+        if judge_index:
+            task_selection = rows.Selection(study.pk, task, selection.datasets, selection.include_unfinished)
+            for (record,) in rows.stream(*rows.judges_query(task_selection, judge_index)):
+                out.write(record)
+        out.close()
+        row_counts[path] = out.rows
+    return len(judge_index)
+
+
 def _write_checksums(folder: Path) -> None:
     """SHA256SUMS.txt in PhysioNet's format: "<hex> <path>\\n", one space, paths in byte order."""
     paths = sorted(
@@ -373,6 +404,7 @@ def _readme_context(study: Study, summary: ReleaseSummary) -> dict:
         "study": study,
         "summary": summary,
         "tasks": tasks,
+        "judge_files": [(path, summary.row_counts[path]) for path in JUDGE_COLUMNS if path in summary.row_counts],
         "taxonomy": list(study.variations.order_by("position", "key")),
         "datasets": Dataset.objects.filter(key__in=summary.datasets).order_by("key"),
     }
@@ -412,6 +444,7 @@ def request_release(
     include_unfinished: bool,
     license_text: str,
     include_guide: bool = False,
+    include_judges: bool = False,
     enqueue: bool = True,
 ) -> Release:
     """Queue a release build of a study; the worker (manage.py db_worker) builds it, never a request.
@@ -440,6 +473,7 @@ def request_release(
                 datasets=datasets,
                 include_unfinished=include_unfinished,
                 include_guide=include_guide,
+                include_judges=include_judges,
                 license_text=license_text,
             )
             _record(release, ReleaseAction.REQUESTED, user)

@@ -192,6 +192,7 @@ def _build(
         "datasets": release.datasets or None,
         "include_unfinished": release.include_unfinished,
         "include_guide": release.include_guide,
+        "include_judges": release.include_judges,
         "progress": progress,
     }
     if folder_only is not None:

@@ -18,23 +18,50 @@ document.addEventListener("htmx:xhr:progress", function (event) {
 // its message. Django marks the fields of its own forms; a message from a service (a refused
 // import, reassignment, voiding) names its field with data-error-for. A refusal that concerns no
 // field is focused itself, so it is read out where the person is.
+// A field can stay in the page while only its form's result is swapped (the import form keeps
+// the chosen file): a mark whose message is gone is taken away again.
+function clearStaleMarks() {
+  document.querySelectorAll("[data-invalid-by]").forEach(function (field) {
+    const messageId = field.dataset.invalidBy;
+    if (document.getElementById(messageId)) {
+      return;
+    }
+    field.removeAttribute("aria-invalid");
+    delete field.dataset.invalidBy;
+    const described = (field.getAttribute("aria-describedby") || "").split(/\s+/).filter(function (id) {
+      return id && id !== messageId;
+    });
+    if (described.length) {
+      field.setAttribute("aria-describedby", described.join(" "));
+    } else {
+      field.removeAttribute("aria-describedby");
+    }
+  });
+}
+
+// Marks the fields named by the messages in root, which may lie outside root; returns them.
 function markInvalidFields(root) {
+  clearStaleMarks();
+  const marked = [];
   root.querySelectorAll("[data-error-for]").forEach(function (message) {
     const field = document.getElementById(message.dataset.errorFor);
     if (!field || !message.id) {
       return;
     }
     field.setAttribute("aria-invalid", "true");
+    field.dataset.invalidBy = message.id;
     const described = (field.getAttribute("aria-describedby") || "").split(/\s+/).filter(Boolean);
     if (!described.includes(message.id)) {
       field.setAttribute("aria-describedby", [message.id].concat(described).join(" "));
     }
+    marked.push(field);
   });
+  return marked;
 }
 
 function focusFirstProblem(root) {
-  markInvalidFields(root);
-  const field = root.querySelector("[aria-invalid=true]");
+  const marked = markInvalidFields(root);
+  const field = root.querySelector("[aria-invalid=true]") || marked[0];
   if (field) {
     field.focus({ preventScroll: true });
     field.scrollIntoView({ block: "center", inline: "nearest", behavior: "instant" });

@@ -39,10 +39,13 @@ USER_KINDS: dict[str, Callable] = {
     "user with no role": lambda: make_user(),
     "inactive coordinator": lambda: make_user(Role.COORDINATOR, is_active=False),
     "superuser": lambda: make_user(is_superuser=True),
+    "automated judge": lambda: make_user(Role.JUDGE),
 }
 COORDINATORS = {"coordinator", "superuser"}
 DATA_MANAGERS = {"data manager", "superuser"}
 READERS = {"reader", "superuser"}
+# The reader API also serves automated judges (from their own queue); nothing else does.
+READERS_AND_JUDGES = READERS | {"automated judge"}
 LOGGED_IN = set(USER_KINDS) - {"anonymous", "inactive coordinator"}  # an inactive user's session is anonymous
 NOBODY: set[str] = set()
 
@@ -172,17 +175,21 @@ ENDPOINTS = [
     ),
     # The reader API. Nothing is assigned to these users: an empty queue is a 204, and an
     # assignment id is a 404 (never theirs), which a reader only gets past the permission check.
-    Endpoint("reading-next", "get", "/api/reading/next/?task=realism", READERS, 204),
-    Endpoint("reading-progress", "get", "/api/reading/progress/", READERS),
-    Endpoint("reading-detail", "get", f"/api/reading/{SOME_ID}/", READERS, 404),
-    Endpoint("reading-rating", "post", f"/api/reading/{SOME_ID}/rating/", READERS, 404, _rating),
-    # Nothing rated: nothing to take back (409, with the reason).
-    Endpoint("reading-undo", "post", "/api/reading/undo/", READERS, 409),
+    Endpoint("reading-next", "get", "/api/reading/next/?task=realism", READERS_AND_JUDGES, 204),
+    Endpoint("reading-progress", "get", "/api/reading/progress/", READERS_AND_JUDGES),
+    Endpoint("reading-detail", "get", f"/api/reading/{SOME_ID}/", READERS_AND_JUDGES, 404),
+    Endpoint("reading-rating", "post", f"/api/reading/{SOME_ID}/rating/", READERS_AND_JUDGES, 404, _rating),
+    # Nothing rated: nothing to take back (409, with the reason); a judge's ratings are never taken back.
+    Endpoint("reading-undo", "post", "/api/reading/undo/", READERS_AND_JUDGES, 409),
     # The reader guide and the practice round (a study these readers have no part in: 404).
-    Endpoint("reading-guide", "get", "/api/reading/guide/?study=s1", READERS, 404),
-    Endpoint("reading-guide", "post", "/api/reading/guide/", READERS, 404, lambda: {"study": "s1", "version": 1}),
-    Endpoint("reading-practice", "get", "/api/reading/practice/?study=s1&task=realism", READERS, 404),
-    Endpoint("reading-practice-rating", "post", f"/api/reading/practice/{SOME_ID}/rating/", READERS, 404, _rating),
+    Endpoint("reading-guide", "get", "/api/reading/guide/?study=s1", READERS_AND_JUDGES, 404),
+    Endpoint(
+        "reading-guide", "post", "/api/reading/guide/", READERS_AND_JUDGES, 404, lambda: {"study": "s1", "version": 1}
+    ),
+    Endpoint("reading-practice", "get", "/api/reading/practice/?study=s1&task=realism", READERS_AND_JUDGES, 404),
+    Endpoint(
+        "reading-practice-rating", "post", f"/api/reading/practice/{SOME_ID}/rating/", READERS_AND_JUDGES, 404, _rating
+    ),
     Endpoint("study-guide", "get", "/api/studies/s1/guide/", COORDINATORS),
     Endpoint("study-guide", "post", "/api/studies/s1/guide/", COORDINATORS, 201, lambda: {"text": "# Guide"}),
     Endpoint("study-practice", "get", "/api/studies/s1/practice/", COORDINATORS),
@@ -195,6 +202,9 @@ ENDPOINTS = [
         200,
         lambda: {"practice_items_required": 1},
     ),
+    # Enrolling automated judges: an unsampled study has nothing to read (409); a judge sees none of it.
+    Endpoint("api_study_judges", "get", "/api/studies/s1/judges/", COORDINATORS),
+    Endpoint("api_study_judges", "post", "/api/studies/s1/judges/", COORDINATORS, 400, lambda: {"username": "nobody"}),
     Endpoint("schema", "get", "/api/schema/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/", LOGGED_IN),
     Endpoint("api_docs", "get", "/api/docs/?script=", LOGGED_IN),

@@ -1,10 +1,13 @@
+import locale
 import random
 
 import pytest
 from django.core.management import CommandError, call_command
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from annotation.models import Assignment, CandidatePair, Example, ReportType, Role, Task, Verdict
-from annotation.services import SampleCell, SamplingRefused, sample_pairs
+from annotation.services import SampleCell, SamplingRefused, draw_sample, sample_pairs
 from tests.factories import make_pair, make_study, make_user
 
 MIMIC_IDS = [str(50_000_000 + i) for i in range(1, 31)]
@@ -62,6 +65,46 @@ def test_it_does_not_depend_on_import_order(db, import_order):
     sample_pairs(study, per_variation=4, seed=11)
 
     assert _sampled(study) == {("iu-xray", "hedging"): {"B2", "E1", "c1", "f0"}}
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(order=st.permutations(MIXED_CASE_IDS))
+def test_the_draw_depends_on_the_ids_not_on_the_order_they_come_in(order):
+    # The database hands the candidates over in its own order (today the model's, by code point on
+    # both databases here): the draw must not rely on it.
+    drawn = draw_sample(list(order), n=4, seed=11, dataset="iu-xray", variation="hedging")
+    assert set(drawn) == {"B2", "E1", "c1", "f0"}
+
+
+# Locales whose collation differs from code point order (C and POSIX are code point).
+COLLATING_LOCALES = ("en_US.UTF-8", "en_GB.UTF-8", "de_DE.UTF-8", "fr_FR.UTF-8")
+
+
+def _a_collating_locale() -> str | None:
+    saved = locale.setlocale(locale.LC_COLLATE)
+    try:
+        for name in COLLATING_LOCALES:
+            try:
+                locale.setlocale(locale.LC_COLLATE, name)
+            except locale.Error:
+                continue
+            return name
+        return None
+    finally:
+        locale.setlocale(locale.LC_COLLATE, saved)
+
+
+@pytest.mark.skipif(
+    _a_collating_locale() is None, reason=f"none of {', '.join(COLLATING_LOCALES)} is installed (locale -a)"
+)
+def test_the_draw_ignores_the_process_locale():
+    saved = locale.setlocale(locale.LC_COLLATE)
+    try:
+        locale.setlocale(locale.LC_COLLATE, _a_collating_locale())
+        drawn = draw_sample(MIXED_CASE_IDS, n=4, seed=11, dataset="iu-xray", variation="hedging")
+    finally:
+        locale.setlocale(locale.LC_COLLATE, saved)
+    assert set(drawn) == {"B2", "E1", "c1", "f0"}
 
 
 def test_a_different_seed_draws_a_different_sample(db):

@@ -8,13 +8,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from axe_playwright_python.sync_playwright import Axe
+from axes.models import AccessAttempt
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.urls import reverse
+from django.utils import timezone
 from playwright.sync_api import Page
 
-from annotation.models import Assignment, Example, Rating, Role, Task
+from annotation.guide import confirm_guide, publish_guide
+from annotation.models import Assignment, Example, PracticeAttempt, Rating, Role, StudyMember, Task
+from annotation.practice import import_practice_items, next_practice
 from consensus.models import Adjudication, AdjudicationStatus
 from exports.models import ReleaseStatus
+from tests.annotation.test_practice import practice_file, practice_row
 from tests.exports.release_helpers import make_release
 from tests.factories import make_reading_study, make_user, rate_open_reads
 
@@ -42,6 +48,9 @@ class World:
     coordinator: AbstractBaseUser
     data_manager: AbstractBaseUser
     nobody: AbstractBaseUser
+    # A reader due to practise first, and one who has not confirmed the guide's latest version.
+    practice_reader: AbstractBaseUser | None = None
+    guide_reader: AbstractBaseUser | None = None
 
     def reader_items(self, task: str) -> list[Assignment]:
         return list(
@@ -69,9 +78,15 @@ class World:
                     reverse("reader_home"),
                     reverse("reading_page", args=[self.reader_items(Task.REALISM)[0].public_id]),
                     reverse("reading_page", args=[self.reader_items(Task.EQUIVALENCE)[0].public_id]),
+                    reverse("reader_guide", args=[slug]),
                     reverse("preferences"),
                 ],
             ),
+            "reader practising": (
+                self.practice_reader,
+                [reverse("practice_page", args=[PracticeAttempt.objects.get(reader=self.practice_reader).public_id])],
+            ),
+            "reader with a changed guide": (self.guide_reader, [reverse("reader_guide", args=[slug])]),
             "adjudicator": (
                 self.adjudicator,
                 [reverse("reader_home"), reverse("adjudication_page", args=[self.adjudications()[0].public_id])],
@@ -84,14 +99,24 @@ class World:
                     reverse("study_progress", args=[slug]),
                     reverse("study_readers", args=[slug]),
                     reverse("study_unrouted", args=[slug]),
+                    reverse("study_examples", args=[slug]),
                     reverse("example_detail", args=[slug, example.public_id]),
                     reverse("reader_detail", args=[slug, self.reader.get_username()]),
                     reverse("study_results", args=[slug]),
+                    reverse("study_guide", args=[slug]),
+                    reverse("locked_logins"),
+                    reverse("preferences"),
                 ],
             ),
             "data manager": (
                 self.data_manager,
-                [reverse("release_index"), reverse("release_list", args=[slug]), reverse("study_results", args=[slug])],
+                # Home is the releases page: the studies, their state and last release.
+                [
+                    reverse("home"),
+                    reverse("release_list", args=[slug]),
+                    reverse("study_results", args=[slug]),
+                    reverse("preferences"),
+                ],
             ),
         }
 
@@ -122,7 +147,40 @@ def make_world() -> World:
     else:
         raise AssertionError("no reader has two Task 1 items and a Task 2 item open")
     assert len(world.adjudications()) == 2, "the two three-way splits should wait for the adjudicator"
+    _add_guide_practice_and_a_lockout(world, readers)
     return world
+
+
+def _add_guide_practice_and_a_lockout(world: World, readers: list[AbstractBaseUser]) -> None:
+    """A guide in two versions, a practice round for one reader, a locked account: their pages have content."""
+    study = world.study
+    others = [reader for reader in readers if reader != world.reader]
+    world.practice_reader, world.guide_reader = others[0], others[1]
+    everyone = [*readers, world.adjudicator]
+    publish_guide(study, "# Rating realism\n\n- Rate the Findings and Impression only.\n", author=world.coordinator)
+    for person in everyone:
+        confirm_guide(person, study, 1)
+    guide_text = "# Rating realism\n\n- Rate the Findings and Impression only.\n- Ignore the Technique.\n"
+    publish_guide(study, guide_text, author=world.coordinator)
+    for person in everyone:
+        if person != world.guide_reader:
+            confirm_guide(person, study, 2)
+    import_practice_items(study, practice_file(practice_row(1)), filename="practice.csv")
+    study.practice_items_required = 1
+    study.save(update_fields=["practice_items_required"])
+    StudyMember.objects.filter(study=study).exclude(user=world.practice_reader).update(skip_practice=True)
+    assert next_practice(world.practice_reader, study, Task.REALISM) is not None
+    AccessAttempt.objects.create(
+        username=make_user(Role.READER).get_username(),
+        ip_address="10.0.0.9",
+        user_agent="",
+        http_accept="",
+        path_info="/accounts/login/",
+        get_data="",
+        post_data="",
+        attempt_time=timezone.now(),
+        failures_since_start=settings.AXES_FAILURE_LIMIT,
+    )
 
 
 _axe = Axe()

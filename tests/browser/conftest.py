@@ -104,7 +104,12 @@ def console(page: Page) -> ConsoleWatch:
 
 
 def log_in(page: Page, user: AbstractBaseUser) -> None:
-    """Log in through the real login form (factory users have the password "pw-" + username)."""
+    """Log in through the real login form (factory users have the password "pw-" + username).
+
+    Whoever was logged in on the page's browser context is logged out first (their cookies
+    cleared): the login page shows a logged-in user who they are instead of the form.
+    """
+    page.context.clear_cookies()
     page.goto("/accounts/login/")
     fill_login_form(page, user)
 

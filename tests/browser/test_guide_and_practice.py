@@ -91,6 +91,8 @@ def test_a_reader_practises_with_feedback_before_the_first_real_item(
     open_queue(page)
     expect(page.locator(".reading-header .task")).to_have_text("Practice · Task 1: Realism")
     page.keyboard.press("3")
+    # Choosing keeps focus on the choice (WCAG 3.2.2): Tab goes on to the rationale.
+    page.keyboard.press("Tab")
     page.keyboard.type("It reads oddly.")
     page.keyboard.press("Control+Enter")
 

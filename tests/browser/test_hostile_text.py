@@ -111,6 +111,8 @@ def test_hostile_text_is_shown_literally_and_stays_inert(watch: HostileWatch, qu
     page.goto(reading_path(first))
     assert_shown_literally_and_inert(watch, first)
     page.keyboard.press("2")
+    # Choosing keeps focus on the choice (WCAG 3.2.2): Tab goes on to the rationale.
+    page.keyboard.press("Tab")
     page.keyboard.type(IMG)
     page.keyboard.press("Control+Enter")
     assert_shown_literally_and_inert(watch, second)

@@ -181,7 +181,8 @@ def test_shortcuts_act_only_on_the_item_and_can_be_turned_off(zoom_page: Page, w
     assert Preferences.objects.get(user=world.reader).single_key_shortcuts is False
 
     page.goto(f"/read/a/{item.public_id}/")
-    page.evaluate("sessionStorage.clear()")
+    # Forget the draft of the choice made above (drafts are kept in localStorage).
+    page.evaluate("localStorage.clear()")
     page.reload()
     page.get_by_role("heading", level=1).focus()
     page.keyboard.press("1")
@@ -215,8 +216,8 @@ def test_a_missing_rationale_is_focused_marked_and_described(zoom_page: Page, wo
     assert axe_violations(page) == []
 
 
-def _submit_with_enter(page: Page, button: str) -> None:
-    page.get_by_role("button", name=button).focus()
+def _submit_with_enter(page: Page, button: str, *, exact: bool = False) -> None:
+    page.get_by_role("button", name=button, exact=exact).focus()
     page.keyboard.press("Enter")
 
 
@@ -228,8 +229,17 @@ def test_every_form_focuses_its_first_invalid_field(page: Page, world: World) ->
     page.get_by_label("Candidate pairs file").set_input_files(
         files=[{"name": "pairs.csv", "mimeType": "text/csv", "buffer": b"dataset,study_id\nmimic-cxr,1\n"}]
     )
-    _submit_with_enter(page, "Import")
+    _submit_with_enter(page, "Import", exact=True)
     field = page.get_by_label("Candidate pairs file")
+    expect(field).to_be_focused()
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_have_accessible_description(re.compile("Nothing was imported"))
+
+    page.get_by_label("Rewrites file").set_input_files(
+        files=[{"name": "rewrites.csv", "mimeType": "text/csv", "buffer": b"dataset,study_id\nmimic-cxr,1\n"}]
+    )
+    _submit_with_enter(page, "Import rewrites")
+    field = page.get_by_label("Rewrites file")
     expect(field).to_be_focused()
     expect(field).to_have_attribute("aria-invalid", "true")
     expect(field).to_have_accessible_description(re.compile("Nothing was imported"))
@@ -240,6 +250,22 @@ def test_every_form_focuses_its_first_invalid_field(page: Page, world: World) ->
     expect(field).to_be_focused()
     expect(field).to_have_attribute("aria-invalid", "true")
     expect(field).to_have_accessible_description(re.compile("greater than or equal to 1"))
+
+    page.goto(f"/studies/{slug}/guide/")
+    page.get_by_label("Guide (Markdown)").fill(" ")
+    _submit_with_enter(page, "Save as a new version")
+    field = page.get_by_label("Guide (Markdown)")
+    expect(field).to_be_focused()
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_have_accessible_description(re.compile("required|empty", re.IGNORECASE))
+    page.get_by_label("Practice items file").set_input_files(
+        files=[{"name": "practice.csv", "mimeType": "text/csv", "buffer": b"dataset,study_id\nmimic-cxr,1\n"}]
+    )
+    _submit_with_enter(page, "Import")
+    field = page.get_by_label("Practice items file")
+    expect(field).to_be_focused()
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_have_accessible_description(re.compile("Nothing was imported"))
 
     page.goto(f"/studies/{slug}/readers/")
     _submit_with_enter(page, "Add to the study")

@@ -204,8 +204,10 @@ def test_an_expired_session_keeps_the_draft_through_the_login(page: Page, queue_
     page.locator(SUBMIT).click()
 
     expect(page).to_have_url(re.compile(r"/accounts/login/\?next="))
-    expect(page.get_by_role("status")).to_contain_text("Your session ended, so you were logged out.")
-    expect(page.get_by_role("status")).to_contain_text("kept in this browser")
+    # The notice in the page (the page-wide live region outside <main> is another status).
+    notice = page.locator("main").get_by_role("status")
+    expect(notice).to_contain_text("Your session ended, so you were logged out.")
+    expect(notice).to_contain_text("kept in this browser")
     assert not Annotation.objects.exists()
     fill_login_form(page, queue_reader)
     expect(page).to_have_url(at_path(reading_path(first)))

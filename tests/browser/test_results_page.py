@@ -29,10 +29,12 @@ def test_a_coordinator_sees_the_figures_and_filters_the_results_in_place(page: P
 
     expect(page.get_by_role("heading", name="Task 1: realism")).to_be_visible()
     expect(page.get_by_role("heading", name="Reader quality")).to_be_visible()
-    images = page.locator("#results figure img")
+    images = page.locator("#results .results-section:not(#metric-sensitivity) figure img")
     expect(images).to_have_count(4)
-    for index in range(4):
-        image = images.nth(index)
+    # One figure per metric and direction (BLEU-2 both ways, ROUGE-L, chrF both ways); the first is open.
+    metric_images = page.locator("#metric-sensitivity figure img")
+    expect(metric_images).to_have_count(5)
+    for image in [*images.all(), metric_images.first]:
         image.scroll_into_view_if_needed()
         page.wait_for_function("(img) => img.complete", arg=image.element_handle())
         assert image.evaluate("(img) => img.naturalWidth") > 100, image.get_attribute("src")
@@ -43,7 +45,8 @@ def test_a_coordinator_sees_the_figures_and_filters_the_results_in_place(page: P
     expect(page).to_have_url(re.compile(r"\?dataset=&task=task2$"))
     expect(page.get_by_role("heading", name="Task 2: clinical equivalence")).to_be_visible()
     expect(page.get_by_role("heading", name="Task 1: realism")).to_have_count(0)
-    expect(page.locator("#results figure img")).to_have_count(2)
+    expect(images).to_have_count(2)
+    expect(metric_images).to_have_count(5)
     assert page.evaluate("window.__marker") == 1, "the page was reloaded instead of swapped"
     assert console.problems() == []
 

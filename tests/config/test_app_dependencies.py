@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("annotation", "consensus", "exports", "analysis")
+APPS = ("annotation", "consensus", "exports", "analysis", "judges")
 # annotation's own data and rules: below consensus.
 ANNOTATION_DATA = (
     "models", "services", "importing", "reading", "roles", "queues", "builtin_datasets", "forms", "guide", "practice",

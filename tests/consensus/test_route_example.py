@@ -1,6 +1,8 @@
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from annotation import queues
 from annotation.models import (
@@ -19,7 +21,7 @@ from annotation.models import (
 )
 from consensus.assignment import add_study_member
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-from consensus.services import submit_adjudication
+from consensus.services import eligible_readers, submit_adjudication, void_annotation
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -120,12 +122,12 @@ def test_a_three_way_split_goes_to_exactly_one_adjudicator(db):
 
 def test_the_adjudicator_is_never_one_of_the_three_readers(db):
     # The only adjudicator also reads; when they read the example, nobody is eligible.
-    study, readers, _ = make_reading_study(readers=5, adjudicators=0, pairs=1)
-    # A reader of a Task 1 example (the study's seed is random: not every reader has one).
-    both = next(r for r in readers if Assignment.objects.filter(reader=r, task=Task.REALISM).exists())
+    study, _, _ = make_reading_study(readers=5, adjudicators=0, pairs=1)
+    # One of the five readers has no Task 1 read, which one depends on the users' ids: take a reader who has one.
+    example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
+    both = example.assignments.order_by("slot").first().reader
     both.groups.add(*make_user(Role.ADJUDICATOR).groups.all())
     add_study_member(study, both, MemberRole.ADJUDICATOR, actor=make_user(Role.COORDINATOR))
-    example = Example.objects.filter(study=study, task=Task.REALISM, assignments__reader=both).order_by("pk").first()
     assignments = _initial(example)
     for assignment, rating in zip(assignments, [REALISTIC, MINOR], strict=True):
         rate(assignment, rating, "" if rating == REALISTIC else "why")
@@ -217,3 +219,81 @@ def test_task_2_follows_the_same_rules(db):
     rate(_third(example), Rating.EQUIVALENT, "")
     consensus = ConsensusLabel.objects.get(example=example)
     assert (consensus.rating, consensus.label_source) == (Rating.EQUIVALENT, LabelSource.MAJORITY)
+
+
+def test_the_load_that_counts_is_the_readers_open_work_in_this_study(db):
+    # A reader busy in another study is not busy here: the least loaded in this study gets the read,
+    # and a reader with no work anywhere yet (no queue counter at all) counts as 0.
+    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    busy_elsewhere, busy_here = make_user(Role.READER), make_user(Role.READER)
+    for reader in (busy_elsewhere, busy_here):
+        add_study_member(study, reader, MemberRole.READER, actor=make_user(Role.COORDINATOR))
+    other_study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    queues.count(busy_elsewhere.pk, other_study.pk, Task.REALISM, opened=10)
+    queues.count(busy_here.pk, study.pk, Task.EQUIVALENCE, opened=1)
+
+    rate(first, REALISTIC, "")
+    rate(second, MAJOR)
+
+    assert _third(Example.objects.get(pk=example.pk)).reader == busy_elsewhere
+
+
+def test_a_reader_without_any_queue_yet_can_be_chosen(db):
+    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    newcomer, loaded = make_user(Role.READER), make_user(Role.READER)
+    for reader in (newcomer, loaded):
+        add_study_member(study, reader, MemberRole.READER, actor=make_user(Role.COORDINATOR))
+    queues.count(loaded.pk, study.pk, Task.EQUIVALENCE, opened=1)
+    assert not ReaderQueue.objects.filter(reader=newcomer).exists()
+
+    rate(first, REALISTIC, "")
+    rate(second, MAJOR)
+
+    assert _third(Example.objects.get(pk=example.pk)).reader == newcomer
+
+
+def test_choosing_the_third_reader_is_one_query_whatever_the_number_of_readers(db):
+    study, _, _ = make_reading_study(pairs=1, readers=6, keep_versions_apart=False)
+    example = Example.objects.select_related("study", "pair").get(pk=_task1_example(study).pk)
+
+    with CaptureQueriesContext(connection) as captured:
+        chosen = eligible_readers(example)
+        names = [reader.get_username() for reader in chosen]
+
+    assert len(names) == 4
+    assert len(captured) == 1
+
+
+def test_a_consensus_reached_by_a_void_names_the_coordinator_who_voided(db):
+    study, _, _ = make_reading_study(pairs=1, readers=3, keep_versions_apart=False)
+    coordinator = make_user(Role.COORDINATOR)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    odd_one = rate(second, MAJOR).annotation
+    rate(_third(Example.objects.get(pk=example.pk)), REALISTIC, "")
+    # A majority of three; voiding the odd rating leaves two that agree.
+    void_annotation(odd_one.public_id, actor=coordinator, reason="Wrong report.")
+
+    event = AuditEvent.objects.filter(example=example, action=AuditAction.CONSENSUS).order_by("pk").last()
+    assert event.after["label_source"] == LabelSource.UNANIMOUS
+    assert event.actor == coordinator
+
+
+def test_an_adjudication_routed_when_an_adjudicator_joins_names_the_coordinator_who_added_them(db):
+    study, _, _ = make_reading_study(pairs=1, readers=3, adjudicators=0, keep_versions_apart=False)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, MINOR)
+    rate(_third(Example.objects.get(pk=example.pk)), MAJOR)
+    coordinator = make_user(Role.COORDINATOR)
+
+    add_study_member(study, make_user(Role.ADJUDICATOR), MemberRole.ADJUDICATOR, actor=coordinator)
+
+    routed = AuditEvent.objects.get(example=example, action=AuditAction.ADJUDICATION_ROUTED)
+    assert routed.actor == coordinator

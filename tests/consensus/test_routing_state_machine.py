@@ -1,4 +1,5 @@
-"""Random submissions, voids, adjudications and new people; the protocol's invariants after every step.
+"""Random studies, submissions, voids, withdrawals, reassignments, adjudications and new people; the
+protocol's invariants after every step, the audit trail included. Seeded (derandomize) and bounded.
 
 With an undo window (UndoWindowRoutingMachine), ratings also wait in their window, are taken back
 and settle at random moments, and routing must only ever act on settled ones.
@@ -14,7 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
@@ -22,6 +23,8 @@ from annotation.models import (
     Annotation,
     Assignment,
     AssignmentStatus,
+    AuditAction,
+    AuditEvent,
     Example,
     ExampleState,
     MemberRole,
@@ -53,7 +56,8 @@ from tests.factories import make_reading_study, make_user
 
 class RoutingMachine(RuleBasedStateMachine):
     keep_versions_apart = False
-    readers = 3
+    # Readers at the start: at least what the first assignment needs.
+    readers = st.integers(min_value=2, max_value=4)
     undo_window_seconds = 0
 
     def __init__(self) -> None:
@@ -61,8 +65,18 @@ class RoutingMachine(RuleBasedStateMachine):
         # Each run works in a savepoint that is rolled back in teardown().
         self._atomic = transaction.atomic()
         self._atomic.__enter__()
+        self.study = None
+        # Examples an initial read was withdrawn from by hand: they wait for one until a coordinator acts.
+        self.withdrawn_from: set[int] = set()
+
+    @initialize(data=st.data())
+    def a_study(self, data: st.DataObject) -> None:
         self.study, _, _ = make_reading_study(
-            pairs=2, readers=self.readers, adjudicators=0, keep_versions_apart=self.keep_versions_apart
+            pairs=data.draw(st.integers(min_value=1, max_value=2), label="pairs"),
+            readers=data.draw(self.readers, label="readers"),
+            adjudicators=data.draw(st.integers(min_value=0, max_value=1), label="adjudicators"),
+            adjudicator_subspecialty=data.draw(st.sampled_from(["cardiothoracic", "general"]), label="subspecialty"),
+            keep_versions_apart=self.keep_versions_apart,
         )
         self.study.undo_window_seconds = self.undo_window_seconds
         self.study.save(update_fields=["undo_window_seconds"])
@@ -171,6 +185,7 @@ class RoutingMachine(RuleBasedStateMachine):
     def withdraw(self, data: st.DataObject) -> None:
         assignment = data.draw(st.sampled_from(self._open_assignments()))
         withdraw_assignment(assignment.public_id, actor=self.coordinator)
+        self.withdrawn_from.add(assignment.example_id)
 
     @precondition(lambda self: bool(self._open_assignments()))
     @rule(data=st.data())
@@ -197,6 +212,8 @@ class RoutingMachine(RuleBasedStateMachine):
 
     @invariant()
     def the_queue_counters_match_the_assignments(self) -> None:
+        if self.study is None:
+            return
         counted = {
             (q.reader_id, q.task): (q.open_count, q.rated_count) for q in ReaderQueue.objects.filter(study=self.study)
         }
@@ -212,7 +229,7 @@ class RoutingMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_reader_holds_both_versions_of_a_pair_when_kept_apart(self) -> None:
-        if not self.keep_versions_apart:
+        if self.study is None or not self.keep_versions_apart:
             return
         seen = Counter(
             Assignment.objects.filter(study=self.study, task=Task.REALISM).values_list("reader_id", "example__pair_id")
@@ -221,6 +238,8 @@ class RoutingMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_example_follows_the_protocol(self) -> None:
+        if self.study is None:
+            return
         for example in Example.objects.filter(study=self.study).prefetch_related(
             "assignments", "annotations", "adjudications"
         ):
@@ -241,6 +260,9 @@ class RoutingMachine(RuleBasedStateMachine):
             readers = {a.reader_id for a in assignments}
             for adjudication in adjudications:
                 assert adjudication.adjudicator_id not in readers
+            # An adjudicator only on a three-way split of three valid ratings.
+            if adjudications:
+                assert len(valid) == 3 and len({a.rating for a in valid}) == 3, [a.rating for a in valid]
 
             ratings = [a.rating for a in valid]
             open_reads = [a for a in active if a.status == AssignmentStatus.OPEN]
@@ -272,11 +294,80 @@ class RoutingMachine(RuleBasedStateMachine):
             else:
                 assert example.state == ExampleState.WAITING
                 assert consensus is None
+                # Two first reads (rated or open), unless nobody eligible was left or a coordinator
+                # withdrew one by hand.
+                assert len(active) == 2 or example.unrouted or example.pk in self.withdrawn_from, (
+                    len(active),
+                    example.unrouted,
+                )
             if consensus is not None:
                 assert consensus.n_annotations == len(ratings)
 
     @invariant()
+    def every_change_is_in_the_audit_trail(self) -> None:
+        if self.study is None:
+            return
+        events: dict[str, list[tuple[dict, dict]]] = {action: [] for action in AuditAction.values}
+        for action, before, after in AuditEvent.objects.filter(study=self.study).values_list(
+            "action", "before", "after"
+        ):
+            events[action].append((before, after))
+
+        # Every assignment was announced once, when it was made (automatically, by hand or as a
+        # third read); the only ones gone are those withdrawn before they were shown.
+        announced = Counter(
+            after["assignment"]
+            for action in (AuditAction.ASSIGNED, AuditAction.THIRD_READ_ROUTED)
+            for _, after in events[action]
+        )
+        assert all(n == 1 for n in announced.values()), announced
+        withdrawn = {
+            before["assignment"]: after["shown"]
+            for before, after in events[AuditAction.WITHDRAWN]
+            if "assignment" in before
+        }
+        rows = {
+            str(pid): status
+            for pid, status in Assignment.objects.filter(study=self.study).values_list("public_id", "status")
+        }
+        assert set(announced) == set(rows) | {pid for pid, shown in withdrawn.items() if not shown}
+        assert not set(rows) & {pid for pid, shown in withdrawn.items() if not shown}
+        assert {pid for pid, status in rows.items() if status == AssignmentStatus.WITHDRAWN} == {
+            pid for pid, shown in withdrawn.items() if shown
+        }
+
+        # Every rating was recorded as submitted, and every void; a rating taken back is gone from the
+        # ratings and kept in the trail, as submitted and then taken back.
+        annotations = list(
+            Annotation.objects.filter(example__study=self.study).values_list(
+                "public_id", "assignment__public_id", "rating", "voided_at"
+            )
+        )
+        submitted = Counter((after["assignment"], after["rating"]) for _, after in events[AuditAction.SUBMITTED])
+        taken_back = Counter((before["assignment"], before["rating"]) for before, _ in events[AuditAction.UNDONE])
+        assert taken_back <= submitted
+        assert sorted((submitted - taken_back).elements()) == sorted(
+            (str(assignment), rating) for _, assignment, rating, _ in annotations
+        )
+        voided = sorted(before["annotation"] for before, _ in events[AuditAction.VOIDED])
+        assert voided == sorted(str(pid) for pid, _, _, voided_at in annotations if voided_at is not None)
+
+        # Every consensus reached and withdrawn; every adjudication routed and decided.
+        labels = ConsensusLabel.objects.filter(example__study=self.study).count()
+        assert len(events[AuditAction.CONSENSUS]) - len(events[AuditAction.CONSENSUS_WITHDRAWN]) == labels
+        adjudications = list(Adjudication.objects.filter(example__study=self.study).values_list("public_id", "status"))
+        routed = sorted(after["adjudication"] for _, after in events[AuditAction.ADJUDICATION_ROUTED])
+        assert routed == sorted(str(pid) for pid, _ in adjudications)
+        decided = sorted(after["adjudication"] for _, after in events[AuditAction.ADJUDICATED])
+        assert set(decided) <= {str(pid) for pid, _ in adjudications}
+        assert len(decided) == sum(1 for _, status in adjudications if status == AdjudicationStatus.DONE) + sum(
+            1 for before, _ in events[AuditAction.WITHDRAWN] if before.get("rating") and "adjudication" in before
+        )
+
+    @invariant()
     def a_reader_has_at_most_one_rating_in_its_window(self) -> None:
+        if self.study is None:
+            return
         readers = Counter(a.reader_id for a in self._unsettled_annotations())
         assert all(n == 1 for n in readers.values()), readers
 
@@ -299,10 +390,8 @@ class UndoWindowRoutingMachine(RoutingMachine):
 
     undo_window_seconds = 120
 
-    def __init__(self) -> None:
-        RuleBasedStateMachine.__init__(self)
-        self._atomic = transaction.atomic()
-        self._atomic.__enter__()
+    @initialize(data=st.data())
+    def a_study(self, data: st.DataObject) -> None:
         # Who gets which read is drawn from the study's seed and the examples' public ids; with ratings
         # waiting in their window, who that is decides what a later submit settles. Fixed draws keep a
         # replayed run the same (the other machines do not depend on who reads what). So do the same
@@ -312,7 +401,12 @@ class UndoWindowRoutingMachine(RoutingMachine):
                 for table in REPLAYED_TABLES:
                     cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), 1000000, false)", [table])
         self.study, _, _ = make_reading_study(
-            pairs=2, readers=self.readers, adjudicators=0, keep_versions_apart=self.keep_versions_apart, assign=False
+            pairs=data.draw(st.integers(min_value=1, max_value=2), label="pairs"),
+            readers=data.draw(self.readers, label="readers"),
+            adjudicators=data.draw(st.integers(min_value=0, max_value=1), label="adjudicators"),
+            adjudicator_subspecialty=data.draw(st.sampled_from(["cardiothoracic", "general"]), label="subspecialty"),
+            keep_versions_apart=self.keep_versions_apart,
+            assign=False,
         )
         Study.objects.filter(pk=self.study.pk).update(seed=7, undo_window_seconds=self.undo_window_seconds)
         for example in Example.objects.filter(study=self.study).select_related("pair"):
@@ -328,7 +422,7 @@ class KeptApartRoutingMachine(RoutingMachine):
     third read of a version finds nobody eligible until a reader is added)."""
 
     keep_versions_apart = True
-    readers = 4
+    readers = st.integers(min_value=4, max_value=5)
 
 
 MACHINE_SETTINGS = settings(

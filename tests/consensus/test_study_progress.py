@@ -208,8 +208,8 @@ def test_every_number_links_to_the_examples_it_counts(client, coordinator):
     html = client.get(reverse("study_progress", args=[study.slug])).content.decode()
 
     link = re.search(
-        r'<a href="(/studies/[^"]+/examples/\?task=realism&amp;variation=([^&]+)&amp;state=waiting)">'
-        r'(\d+)<span class="visually-hidden"> ([^<]+)</span></a>',
+        r'<a href="(/studies/[^"]+/examples/\?task=realism&amp;variation=([^&]+)&amp;state=waiting)">(\d+)'
+        r'<span class="visually-hidden"> ([^<]+)</span></a>',
         html,
     )
     assert link, "no linked Task 1 waiting cell"

@@ -22,7 +22,14 @@ from annotation.models import (
 )
 from consensus.assignment import withdraw_assignment
 from consensus.models import Adjudication, AdjudicationStatus
-from consensus.services import AlreadySubmitted, NotFound, SubmissionRefused, submit_annotation, void_annotation
+from consensus.services import (
+    AlreadySubmitted,
+    NotFound,
+    SubmissionRefused,
+    submit_annotation,
+    validate_rating,
+    void_annotation,
+)
 from tests.factories import make_reading_study, rate
 
 pytestmark = pytest.mark.django_db
@@ -358,3 +365,18 @@ def test_the_database_keeps_one_active_adjudication_per_example(reading):
     Adjudication.objects.filter(pk=first.pk).update(status=AdjudicationStatus.VOIDED)
     Adjudication.objects.create(example=example, adjudicator=adjudicator, task=example.task)
     assert example.adjudications.active().count() == 1
+
+
+@pytest.mark.parametrize(
+    ("task", "labels"),
+    [
+        (Task.REALISM, "Realistic, Minor Issues, Major Issues"),
+        (Task.EQUIVALENCE, "Equivalent, Minor Discrepancy, Major Discrepancy"),
+    ],
+)
+def test_a_rating_of_another_task_is_refused_naming_the_field_and_the_choices(task, labels):
+    with pytest.raises(SubmissionRefused) as refused:
+        validate_rating(task, "not-a-rating", "Because.")
+
+    assert str(refused.value) == f"Choose one of: {labels}."
+    assert refused.value.field == "rating"

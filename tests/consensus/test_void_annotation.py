@@ -270,3 +270,18 @@ def test_voiding_a_task_1_read_never_gives_the_example_back_to_its_reader(coordi
     replacement = _open(example, 1)
     assert replacement.reader_id != first.reader_id
     assert example.assignments.filter(reader=first.reader).count() == 1
+
+
+def test_voiding_the_only_rating_while_the_other_read_is_open_routes_exactly_one_new_reader(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    only = _rate(example, 1, EQUIVALENT)
+    still_open = _open(example, 2)
+
+    _void(only, coordinator)
+
+    example = _refreshed(example)
+    assert example.state == ExampleState.WAITING
+    open_reads = list(example.assignments.open().order_by("slot"))
+    assert [(a.slot, a.pk == still_open.pk) for a in open_reads] == [(1, False), (2, True)]
+    assert open_reads[0].reader_id not in {only.reader_id, still_open.reader_id}

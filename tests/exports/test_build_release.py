@@ -47,6 +47,7 @@ from annotation.services import sample_pairs
 from consensus.assignment import assign_readers
 from consensus.models import Adjudication, ConsensusLabel, LabelSource
 from consensus.services import submit_adjudication, void_annotation
+from exports import rows as release_rows
 from exports.services import ReleaseRefused, build_release, zip_release
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate, rate_open_reads
 from tests.replay import build_published_replay
@@ -67,6 +68,11 @@ HEADERS = {
     b"report_b_impression\r\n",
     "task2/task2_disagreed.csv": b"dataset,study_id,reref_variation,rating,rationale\r\n",
     "task2/task2_consensus.csv": b"dataset,study_id,reref_variation,rating,label_source,n_annotations\r\n",
+}
+# Only in a build with include_judges (export_release --include-judges).
+JUDGE_HEADERS = {
+    "judges/task1_judges.csv": b"dataset,study_id,reref_variation,report_type,judge_index,rating,rationale\r\n",
+    "judges/task2_judges.csv": b"dataset,study_id,reref_variation,judge_index,report_a_type,rating,rationale\r\n",
 }
 LAYOUT = {"README.md", "LICENSE.txt", "SHA256SUMS.txt", *HEADERS}
 LABELS = {
@@ -147,8 +153,12 @@ def key_of(row: dict[str, str], task: str) -> tuple[str, ...]:
     return tuple(row[column] for column in KEYS[task])
 
 
-def package_descriptor() -> dict:
-    return json.loads(DATAPACKAGE.read_text(encoding="utf-8"))
+def package_descriptor(*, include_judges: bool = False) -> dict:
+    """The descriptor; without include_judges its two judges resources are dropped, as it says to."""
+    descriptor = json.loads(DATAPACKAGE.read_text(encoding="utf-8"))
+    if not include_judges:
+        descriptor["resources"] = [r for r in descriptor["resources"] if r["path"] not in JUDGE_HEADERS]
+    return descriptor
 
 
 def validate(folder: Path, descriptor: dict | None = None):
@@ -598,13 +608,13 @@ def test_a_replay_release_validates_against_the_datapackage_and_a_broken_one_doe
 
 
 def test_the_datapackage_descriptor_describes_the_six_files_in_column_order():
-    descriptor = package_descriptor()
+    descriptor = package_descriptor(include_judges=True)
     assert [error.message for error in Package.metadata_validate(descriptor)] == []
     resources = {r["path"]: r for r in descriptor["resources"]}
-    assert set(resources) == set(HEADERS)
+    assert set(resources) == set(HEADERS) | set(JUDGE_HEADERS)
     for path, resource in resources.items():
         names = [f["name"] for f in resource["schema"]["fields"]]
-        assert ",".join(names).encode() + b"\r\n" == HEADERS[path]
+        assert ",".join(names).encode() + b"\r\n" == {**HEADERS, **JUDGE_HEADERS}[path]
         assert resource["dialect"] == {
             "delimiter": ",",
             "lineTerminator": "\r\n",
@@ -818,6 +828,27 @@ def test_an_empty_existing_output_folder_is_used(tmp_path):
     (tmp_path / "release").mkdir()
     assert set(files_of(build(study, tmp_path / "release"))) == LAYOUT
     assert [p.name for p in tmp_path.iterdir()] == ["release"]
+
+
+def test_a_build_broken_half_way_leaves_no_folder_behind(tmp_path, monkeypatch):
+    # export_release --out writes here directly (no worker, no zip): a half-written folder, or the
+    # work folder beside it, would pass for a release.
+    study = rated_study("mimic-cxr")
+    written_when_it_broke = []
+    consensus_query = release_rows.consensus_query
+
+    def break_on_task2(selection):
+        if selection.task == Task.EQUIVALENCE:
+            written_when_it_broke.extend(p.name for p in tmp_path.rglob("*.csv"))
+            raise OSError("No space left on device")
+        return consensus_query(selection)
+
+    monkeypatch.setattr(release_rows, "consensus_query", break_on_task2)
+    with pytest.raises(OSError, match="No space left"):
+        build(study, tmp_path / "release")
+
+    assert "task1_consensus.csv" in written_when_it_broke
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- The export_release command ------------------------------------------------------------

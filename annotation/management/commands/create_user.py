@@ -9,7 +9,7 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from annotation.models import Role, Subspecialty
-from annotation.roles import grant_role
+from annotation.roles import RoleRefused, grant_role
 
 
 class Command(BaseCommand):
@@ -19,7 +19,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument(
-            "--role", action="append", choices=Role.values, required=True, help="Repeat for several roles."
+            "--role",
+            action="append",
+            choices=Role.values,
+            required=True,
+            help="Repeat for several roles. A judge (an automated judge: a program reading through the API) "
+            "holds no other role.",
         )
         parser.add_argument("--subspecialty", choices=Subspecialty.values, help="For readers and adjudicators.")
         parser.add_argument("--email", default="")
@@ -56,7 +61,10 @@ class Command(BaseCommand):
                 user.set_password(password)
                 user.save()
             for role in options["role"]:
-                grant_role(user, role, subspecialty=options["subspecialty"])
+                try:
+                    grant_role(user, role, subspecialty=options["subspecialty"])
+                except RoleRefused as refused:
+                    raise CommandError(str(refused)) from None
             token = Token.objects.get_or_create(user=user)[0] if options["token"] else None
 
         roles = ", ".join(options["role"])

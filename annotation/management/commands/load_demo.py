@@ -35,6 +35,11 @@ from annotation.services import import_pairs, sample_pairs
 from consensus.assignment import add_study_member, assign_readers
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import NotFound, show_adjudication, show_assignment, submit_adjudication, submit_annotation
+from judges.client import InProcessTransport
+from judges.models import JudgeEnrolment
+from judges.services import enrol_judge
+from tools.judge_client import rule_based_judge
+from tools.judge_client import run as run_judge
 
 DEMO_PAIRS = Path(__file__).resolve().parents[2] / "demo" / "pairs.jsonl"
 DEMO_GUIDE = Path(__file__).resolve().parents[2] / "demo" / "guide.md"
@@ -63,6 +68,9 @@ DEMO_USERS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("adjudicator", (Role.ADJUDICATOR,), Subspecialty.CARDIOTHORACIC),
     ("coordinator", (Role.COORDINATOR,), None),
     ("datamanager", (Role.DATA_MANAGER,), None),
+    # An automated judge (a program, not a person): with --with-ratings it reads the whole study
+    # through the reader API, so the Results page has its "Automated judges" section.
+    ("rules-judge", (Role.JUDGE,), None),
 )
 
 
@@ -155,6 +163,15 @@ class Command(BaseCommand):
         with transaction.atomic():
             simulated = simulate_reading(study)
         self.stdout.write(reading_summary(study, simulated=simulated))
+        self._run_judge(study, get_user_model().objects.get(username="coordinator"))
+
+    def _run_judge(self, study: Study, coordinator: AbstractBaseUser) -> None:
+        """Enrol the rule-based judge (once) and let tools/judge_client.py rate what it has not rated yet."""
+        judge = get_user_model().objects.get(username="rules-judge")
+        if not JudgeEnrolment.objects.filter(study=study, judge=judge).exists():
+            enrol_judge(study, judge=judge, tasks=list(Task.values), actor=coordinator)
+        report = run_judge(InProcessTransport(judge), rule_based_judge, study=study.slug)
+        self.stdout.write(f"Automated judge rules-judge: {report.total} items rated through the reader API.")
 
     def _open_study_to_read(self) -> Study:
         """The second demo study: sampled and assigned, left for the demo readers to read.

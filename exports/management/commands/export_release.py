@@ -30,6 +30,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--include-guide", action="store_true", help="Add the study's reader guide (newest version) as guide.md."
         )
+        parser.add_argument(
+            "--include-judges",
+            action="store_true",
+            help="Add judges/task1_judges.csv and judges/task2_judges.csv: the automated judges' ratings.",
+        )
         parser.add_argument("--license", type=Path, help="Licence text file (default: the study's licence text).")
         parser.add_argument("--no-progress", action="store_true")
 
@@ -60,6 +65,7 @@ class Command(BaseCommand):
                 datasets=options["datasets"],
                 include_unfinished=options["include_unfinished"],
                 include_guide=options["include_guide"],
+                include_judges=options["include_judges"],
                 license_text=license_text,
                 enqueue=False,
             )

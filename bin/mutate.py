@@ -1,0 +1,185 @@
+"""Mutation testing of the protocol's core, one module at a time (run through bin/mutate).
+
+Each module is mutated by mutmut 3 in a work folder of its own under .mutation/ (symlinks to
+the project and a setup.cfg naming that module and the tests that guard it), so its results
+are kept between runs: a second run re-tests only what changed. Prints the score (killed out
+of the mutants that ran), the survivors and the time taken, per module.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutation"
+APPS = ("analysis", "annotation", "config", "consensus", "exports")
+ALSO_COPY = ("templates", "static", "manage.py")
+LINKED = (*APPS, *ALSO_COPY, "tests", "pyproject.toml")
+
+PERMISSIONS = ["tests/config/test_permission_matrix.py", "tests/annotation/test_api_permissions.py"]
+ROUTING = [
+    "tests/consensus/test_route_example.py",
+    "tests/consensus/test_submit_annotation.py",
+    "tests/consensus/test_void_annotation.py",
+    "tests/consensus/test_submit_adjudication.py",
+    "tests/consensus/test_keep_versions_apart.py",
+    "tests/consensus/test_rationale_length.py",
+    "tests/consensus/test_show_assignment.py",
+    "tests/consensus/test_unrouted.py",
+    # Not the state machine (test_routing_state_machine.py): a mutant that survives everything
+    # else would run it for minutes. The bounded properties stay.
+    "tests/consensus/test_routing_properties.py",
+]
+
+# Module -> the tests that guard it. mutmut runs, for each mutant, only those of them that
+# call the mutated function.
+MODULES: dict[str, list[str]] = {
+    # The role and object checks of every view.
+    "annotation/decorators.py": PERMISSIONS,
+    "annotation/permissions.py": PERMISSIONS,
+    "annotation/roles.py": [*PERMISSIONS, "tests/annotation/test_create_user.py"],
+    "consensus/conflicts.py": [*PERMISSIONS, "tests/consensus/test_conflict_of_interest.py"],
+    # Routing, the A/B coin, the rationale rules.
+    "consensus/services.py": ROUTING,
+    # Queues: automatic and manual assignment, enrolment.
+    "consensus/assignment.py": [
+        "tests/consensus/test_assign_readers.py",
+        "tests/consensus/test_manual_assignment.py",
+        "tests/consensus/test_keep_versions_apart.py",
+        "tests/consensus/test_routing_properties.py",
+    ],
+    "annotation/queues.py": [
+        "tests/consensus/test_assign_readers.py",
+        "tests/annotation/test_reader_api_next_order.py",
+        "tests/consensus/test_routing_properties.py",
+    ],
+    # What a reader is shown.
+    "annotation/reading.py": [
+        "tests/annotation/test_blinding.py",
+        "tests/annotation/test_third_read_blinding.py",
+        "tests/annotation/test_reading_page.py",
+        "tests/annotation/test_reader_api.py",
+        "tests/annotation/test_reader_api_next_order.py",
+    ],
+    # The release build.
+    "exports/tasks.py": [
+        "tests/exports/test_release_task.py",
+        "tests/exports/test_release_recovery.py",
+    ],
+    "exports/services.py": [
+        "tests/exports/test_build_release.py",
+        "tests/exports/test_release_task.py",
+        "tests/exports/test_release_recovery.py",
+        "tests/exports/test_release_versions.py",
+        "tests/exports/test_release_retry_delete.py",
+    ],
+}
+
+RESULT_LINE = re.compile(r"^\s+(?P<name>\S+): (?P<status>.+)$")
+
+
+def work_folder(module: str) -> Path:
+    """The module's own folder: symlinks to the project and a setup.cfg for mutmut."""
+    folder = WORK / module.removesuffix(".py").replace("/", ".")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in LINKED:
+        link = folder / name
+        if not link.is_symlink():
+            link.symlink_to(ROOT / name)
+    lines = ["[mutmut]", "source_paths =", *(f"    {app}" for app in APPS)]
+    lines += ["only_mutate =", f"    {module}"]
+    lines += ["also_copy =", *(f"    {name}" for name in ALSO_COPY)]
+    lines += ["pytest_add_cli_args_test_selection =", *(f"    {test}" for test in MODULES[module])]
+    # The test database is kept between mutants (each run is in a forked child, one at a time).
+    lines += ["pytest_add_cli_args =", "    -p", "    no:cacheprovider", "    --reuse-db"]
+    setup = "\n".join(lines) + "\n"
+    cfg = folder / "setup.cfg"
+    if not cfg.exists() or cfg.read_text() != setup:
+        cfg.write_text(setup)
+        # Another test selection: start afresh rather than trust results collected with the old one.
+        shutil.rmtree(folder / "mutants", ignore_errors=True)
+    return folder
+
+
+def mutate(module: str, *, max_children: int, fresh: bool, only: list[str]) -> dict:
+    folder = work_folder(module)
+    if fresh:
+        shutil.rmtree(folder / "mutants", ignore_errors=True)
+    env = {**os.environ, "DEBUG": "1"}
+    started = time.monotonic()
+    run = subprocess.run(  # noqa: S603 (no shell; the arguments are this command line's own)
+        [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *only],
+        cwd=folder,
+        env=env,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    listed = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    statuses: dict[str, str] = {}
+    for line in listed.stdout.splitlines():
+        if match := RESULT_LINE.match(line):
+            statuses[match["name"]] = match["status"]
+    return {"module": module, "returncode": run.returncode, "seconds": elapsed, "statuses": statuses, "folder": folder}
+
+
+def report(result: dict) -> None:
+    statuses = result["statuses"]
+    counts: dict[str, int] = {}
+    for status in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    ran = sum(n for status, n in counts.items() if status in ("killed", "survived", "timeout"))
+    killed = counts.get("killed", 0) + counts.get("timeout", 0)
+    score = f"{100 * killed / ran:.1f}%" if ran else "n/a"
+    print(f"\n== {result['module']}: {killed}/{ran} killed ({score}) in {result['seconds'] / 60:.1f} min")
+    print("   " + ", ".join(f"{status} {n}" for status, n in sorted(counts.items())))
+    for name, status in sorted(statuses.items()):
+        if status not in ("killed", "timeout"):
+            print(f"   {status}: {name}")
+    if any(status == "survived" for status in statuses.values()):
+        print(f"   see one: (cd {result['folder'].relative_to(ROOT)} && ../../.venv/bin/mutmut show <name>)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("modules", nargs="*", help="modules to mutate (default: all of them, one after another)")
+    parser.add_argument("--list", action="store_true", help="list the modules and their tests, and stop")
+    parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--fresh", action="store_true", help="forget earlier results of these modules")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="mutate only these functions, e.g. 'consensus.services.x_route_example*' (repeatable; see mutmut's names)",
+    )
+    args = parser.parse_args()
+    if args.list:
+        for module, tests in MODULES.items():
+            print(module)
+            for test in tests:
+                print(f"    {test}")
+        return 0
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"not a core module: {', '.join(unknown)}. See --list.")
+    modules = args.modules or list(MODULES)
+    results = [mutate(m, max_children=args.max_children, fresh=args.fresh, only=args.only) for m in modules]
+    for result in results:
+        report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""The judge's side of the reader API, and the coordinator's enrolment endpoint.
+
+annotation.api's ReadingViewSet hands a judge's requests to the functions below: the same
+routes, the same serializers and the same blinded payload (annotation.reading.reading_item),
+built from the judge's own queue. Nothing here routes or counts for people.
+"""
+
+import uuid
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.models import Study
+from annotation.permissions import IsCoordinator
+from annotation.reading import reading_item
+from annotation.serializers import DetailSerializer, QueueSerializer, ReadingItemSerializer
+from judges import serializers
+from judges.models import JudgeRead
+from judges.services import (
+    EnrolmentRefused,
+    JudgeAlreadyRated,
+    JudgeNotShownYet,
+    JudgeRatingRefused,
+    JudgeReadNotFound,
+    enrol_judge,
+    judge_position,
+    judge_queues,
+    next_judge_read,
+    own_judge_read,
+    show_judge_read,
+    submit_judge_rating,
+)
+from judges.views import enrolment_rows
+
+# --- Reader API, for a judge ----------------------------------------------------------------
+
+
+def _payload(read: JudgeRead) -> dict:
+    item = reading_item(read.example, report_a_type=read.report_a_type)
+    return {
+        "id": read.public_id,
+        "task": item.task,
+        "question": item.question,
+        "position": judge_position(read),
+        "context": {name.lower(): text for name, text in item.context},
+        "reports": item.reports,
+        "labels": item.labels,
+        "status": "done" if read.is_rated else "open",
+        "form_token": None if read.is_rated else uuid.uuid4(),
+        "rating": read.rating or None,
+        "rationale": read.rationale if read.is_rated else None,
+    }
+
+
+def next_item(request: Request, task: str, study_slug: str | None) -> Response:
+    read = next_judge_read(request.user, task=task, study_slug=study_slug)
+    if read is None:
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    show_judge_read(read)
+    return Response(ReadingItemSerializer(_payload(read)).data)
+
+
+def retrieve_item(request: Request, read_id: str) -> Response:
+    try:
+        read = own_judge_read(request.user, read_id)
+    except JudgeReadNotFound:
+        raise NotFound from None
+    if not read.is_rated:
+        show_judge_read(read)
+    return Response(ReadingItemSerializer(_payload(read)).data)
+
+
+def rate_item(request: Request, read_id: str, validated: dict) -> Response:
+    try:
+        read, created = submit_judge_rating(
+            judge=request.user,
+            read_id=read_id,
+            rating=validated["rating"],
+            rationale=validated["rationale"],
+            form_token=validated["form_token"],
+        )
+    except JudgeReadNotFound:
+        raise NotFound from None
+    except JudgeNotShownYet:
+        return _refused(f"Fetch the item first: GET /api/reading/{read_id}/.", None)
+    except JudgeAlreadyRated as already:
+        body = {"rating": already.read.rating, "rationale": already.read.rationale, "created": False, "next": None}
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    except JudgeRatingRefused as refused:
+        return _refused(str(refused), refused.field)
+    following = next_judge_read(request.user, task=read.task, study_id=read.study_id)
+    body = {
+        "rating": read.rating,
+        "rationale": read.rationale,
+        "created": created,
+        "next": following.public_id if following else None,
+        "undo_seconds": 0,  # a judge's ratings are final: never taken back
+    }
+    return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+def progress(request: Request) -> Response:
+    return Response(QueueSerializer(judge_queues(request.user), many=True).data)
+
+
+def _refused(detail: str, field: str | None) -> Response:
+    return Response({"detail": detail, "field": field}, status=status.HTTP_400_BAD_REQUEST)
+
+
+# --- Coordinator: enrol judges ----------------------------------------------------------------
+
+
+class StudyJudgesView(APIView):
+    permission_classes = [IsCoordinator]
+
+    @extend_schema(tags=["coordination"], responses=serializers.JudgeEnrolmentSerializer(many=True))
+    def get(self, request: Request, slug: str) -> Response:
+        """The study's automated judges with their reads per task (never counted in progress or workload)."""
+        study = get_object_or_404(Study, slug=slug)
+        return Response(serializers.JudgeEnrolmentSerializer(enrolment_rows(study), many=True).data)
+
+    @extend_schema(
+        tags=["coordination"],
+        request=serializers.EnrolJudgeRequestSerializer,
+        responses={
+            201: serializers.EnrolJudgeResultSerializer,
+            200: serializers.EnrolJudgeResultSerializer,
+            409: OpenApiResponse(DetailSerializer, description="Refused: the message says why."),
+        },
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        """Enrol an automated judge (201), or add tasks to its enrolment (200): all sampled examples or N pairs
+        per variation (seeded)."""
+        study = get_object_or_404(Study, slug=slug)
+        form = serializers.EnrolJudgeRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            result = enrol_judge(
+                study,
+                judge=data["username"],
+                tasks=data["tasks"],
+                per_variation=data.get("per_variation"),
+                seed=data.get("seed"),
+                actor=request.user,
+            )
+        except EnrolmentRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+        [row] = [r for r in enrolment_rows(study) if r.pk == result.enrolment.pk]
+        row.added, row.detail = result.added, result.message
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response(serializers.EnrolJudgeResultSerializer(row).data, status=code)

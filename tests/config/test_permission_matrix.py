@@ -1,0 +1,719 @@
+"""Who may open what: every URL of the URLconf, HTML and API, for every kind of user.
+
+Each route (and, for the API, each method it answers) has an entry in MATRIX; a route without
+one fails test_every_route_has_an_entry, so a new view cannot be forgotten. Every entry is
+requested by an anonymous visitor, a user with no role, each role alone and a reader who is also
+a coordinator, on an object they may see and, where the URL names one, on an object they may
+not see:
+
+- anonymous: the login page (HTML, 302 to /accounts/login/?next=...) or 401 (API);
+- logged in without the role: 403;
+- with the role, an object that is theirs or their role's to see: the entry's answer;
+- with the role, someone else's object (another reader's assignment, another adjudicator's
+  adjudication, another study's example, a study they do not read in): 404, exactly like an
+  object that does not exist;
+- a coordinator who also reads, on a pair they have yet to rate: 403 (consensus.conflicts).
+
+A refusal changes nothing in the database. Each request runs in a savepoint that is rolled back,
+so every user meets the same world.
+"""
+
+import io
+import uuid
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.conf import settings
+from django.contrib.admin import site as admin_site
+from django.db import transaction
+from django.test import Client, override_settings
+from django.urls import URLPattern, URLResolver, get_resolver, resolve
+from rest_framework.views import APIView
+
+from annotation.models import (
+    Annotation,
+    Assignment,
+    AuditEvent,
+    CandidatePair,
+    Example,
+    MemberRole,
+    Rating,
+    ReportType,
+    Role,
+    Study,
+    StudyMember,
+    Task,
+)
+from consensus.assignment import assign_example
+from consensus.models import Adjudication, ConsensusLabel
+from consensus.services import show_assignment
+from exports.models import Release, ReleaseStatus
+from tests.factories import csv_bytes, csv_row, make_pair, make_reading_study, make_study, make_user, rate
+
+pytestmark = pytest.mark.django_db
+
+ANONYMOUS = "anonymous"
+NO_ROLE = "no role"
+READER = "reader"
+ADJUDICATOR = "adjudicator"
+COORDINATOR = "coordinator"
+DATA_MANAGER = "data manager"
+BOTH = "reader and coordinator"
+KINDS = (ANONYMOUS, NO_ROLE, READER, ADJUDICATOR, COORDINATOR, DATA_MANAGER, BOTH)
+LOGGED_IN = frozenset(KINDS) - {ANONYMOUS}
+READERS = frozenset({READER, BOTH})
+COORDINATORS = frozenset({COORDINATOR, BOTH})
+COORDINATORS_AND_DATA_MANAGERS = COORDINATORS | {DATA_MANAGER}
+NOBODY: frozenset[str] = frozenset()
+
+ROLES_OF = {
+    NO_ROLE: (),
+    READER: (Role.READER,),
+    ADJUDICATOR: (Role.ADJUDICATOR,),
+    COORDINATOR: (Role.COORDINATOR,),
+    DATA_MANAGER: (Role.DATA_MANAGER,),
+    BOTH: (Role.READER, Role.COORDINATOR),
+}
+UNKNOWN = "6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b"
+
+
+# --- The world every request meets ----------------------------------------------------------------
+
+
+def _examples(pair: CandidatePair) -> dict[str, Example]:
+    return {
+        "original": pair.examples.get(task=Task.REALISM, report_type=ReportType.ORIGINAL),
+        "alternative": pair.examples.get(task=Task.REALISM, report_type=ReportType.ALTERNATIVE),
+        "equivalence": pair.examples.get(task=Task.EQUIVALENCE),
+    }
+
+
+@dataclass
+class World:
+    users: dict[str, object]
+    study: Study
+    objects: dict[str, object] = field(default_factory=dict)
+
+    def __getitem__(self, name: str):
+        return self.objects[name]
+
+    def id(self, name: str) -> str:
+        return str(self.objects[name].public_id)
+
+
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Built once for the module and rolled back after it; each request runs in a savepoint."""
+    folder = tmp_path_factory.mktemp("matrix")
+    with (
+        override_settings(RELEASES_DIR=folder / "releases", RESULTS_DIR=folder / "results"),
+        django_db_blocker.unblock(),
+        transaction.atomic(),
+    ):
+        yield _build_world()
+        transaction.set_rollback(True)
+
+
+def _build_world() -> World:
+    """Study s1 with two pairs. The reader and the reader-coordinator each have an open read: the
+    reader on pair two, the reader-coordinator on pair one (so pair one is hidden from them on the
+    coordinator's pages). Other readers hold reads and ratings on both pairs; each adjudicator has
+    an open adjudication; a second study s2 has an example, a read and a rating of its own; s1 has a
+    built release (its zip on disk) and a failed one."""
+    study, others, adjudicators = make_reading_study(pairs=2, readers=4, adjudicators=2, assign=False, slug="s1")
+    users = {kind: make_user(*roles, username=kind.replace(" ", "-")) for kind, roles in ROLES_OF.items()}
+    users[ADJUDICATOR] = adjudicators[0]
+    for kind in (READER, BOTH):
+        StudyMember.objects.create(study=study, user=users[kind], role=MemberRole.READER)
+    coordinator = make_user(Role.COORDINATOR)
+    r0, r1, r2, r3 = others
+    one, two = (_examples(p) for p in CandidatePair.objects.filter(study=study, sampled=True).order_by("pk"))
+
+    def give(example: Example, reader) -> Assignment:
+        assign_example(example.public_id, reader, actor=coordinator)
+        return example.assignments.get(reader=reader)
+
+    w = World(users=users, study=study)
+    w.objects["own read"] = give(two["equivalence"], users[READER])
+    w.objects["own read of both"] = give(one["original"], users[BOTH])
+    w.objects["open read"] = give(two["equivalence"], r1)
+    w.objects["open read in pair one"] = give(one["original"], r0)
+    w.objects["someone else's read"] = give(two["alternative"], r2)
+    w.objects["rating"] = rate(give(two["original"], r0), Rating.REALISTIC, "").annotation
+    w.objects["rating in pair one"] = rate(give(one["alternative"], r1), Rating.REALISTIC, "").annotation
+    w.objects["example"] = two["original"]
+    w.objects["example in pair one"] = one["equivalence"]
+    w.objects["free reader"] = r3
+    w.objects["newcomer"] = make_user(Role.READER)
+    for name in ("own read", "own read of both"):
+        show_assignment(Assignment.objects.select_related("example__study").get(pk=w[name].pk))
+    w.objects["member"] = r0
+    w.objects["own adjudication"] = Adjudication.objects.create(
+        example=two["alternative"], adjudicator=adjudicators[0], task=Task.REALISM
+    )
+    w.objects["someone else's adjudication"] = Adjudication.objects.create(
+        example=one["alternative"], adjudicator=adjudicators[1], task=Task.REALISM
+    )
+
+    elsewhere, _, _ = make_reading_study(pairs=1, readers=2, adjudicators=0, keep_versions_apart=False, slug="s2")
+    other_example = Example.objects.filter(study=elsewhere, task=Task.EQUIVALENCE).get()
+    w.objects["other study's example"] = other_example
+    w.objects["other study's read"] = other_example.assignments.order_by("slot").first()
+    w.objects["other study's rating"] = rate(other_example.assignments.order_by("slot").last(), Rating.EQUIVALENT, "")
+    w.objects["other study's rating"] = w.objects["other study's rating"].annotation
+
+    built = Release.objects.create(
+        study=study,
+        requested_by=users[DATA_MANAGER],
+        version="1.0.0",
+        license_text="CC0",
+        status=ReleaseStatus.DONE,
+        progress=100,
+    )
+    releases = Path(settings.RELEASES_DIR)
+    releases.mkdir(parents=True)
+    zip_bytes = io.BytesIO()
+    with zipfile.ZipFile(zip_bytes, "w") as archive:
+        archive.writestr(f"{built.root_folder}/README.md", "readme")
+    (releases / f"{built.public_id}.zip").write_bytes(zip_bytes.getvalue())
+    Release.objects.filter(pk=built.pk).update(zip_path=f"{built.public_id}.zip")
+    w.objects["built release"] = built
+    w.objects["failed release"] = Release.objects.create(
+        study=study,
+        requested_by=users[DATA_MANAGER],
+        version="1.0.1",
+        license_text="CC0",
+        status=ReleaseStatus.FAILED,
+        error="Disk full.",
+    )
+    unsampled = make_study("s0")
+    make_pair(unsampled)
+    w.objects["unsampled study"] = unsampled
+    return w
+
+
+def _state() -> tuple:
+    return (
+        Study.objects.count(),
+        CandidatePair.objects.count(),
+        CandidatePair.objects.filter(sampled=True).count(),
+        Example.objects.count(),
+        sorted(Assignment.objects.values_list("pk", "reader_id", "status")),
+        sorted(Annotation.objects.values_list("pk", "voided_at")),
+        sorted(Adjudication.objects.values_list("pk", "status")),
+        ConsensusLabel.objects.count(),
+        StudyMember.objects.count(),
+        AuditEvent.objects.count(),
+        sorted(Release.objects.values_list("pk", "status", "deleted_at")),
+    )
+
+
+# --- The matrix -------------------------------------------------------------------------------------
+
+
+PathOf = Callable[[World, str], str]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One route and method. path gives the URL of an object the user may see (per kind: a reader's
+    own read is theirs); other, of one they may not see (answered other_status); conflicted, of a
+    pair the reader-coordinator still has to rate (403 for them, conflicted_ok for a coordinator)."""
+
+    allowed: frozenset[str]
+    ok: int | dict[str, int]
+    path: PathOf
+    other: PathOf | None = None
+    other_status: int = 404
+    conflicted: PathOf | None = None
+    conflicted_ok: int | None = None
+    data: Callable[[World, str, str], dict] = lambda w, kind, variant: {}
+    multipart: bool = False
+    # An anonymous htmx request is sent to the login page with HX-Redirect (role_required's pages).
+    htmx_login: bool = True
+
+    def ok_for(self, kind: str) -> int:
+        return self.ok[kind] if isinstance(self.ok, dict) else self.ok
+
+
+def _fixed(url: str) -> PathOf:
+    return lambda w, kind: url
+
+
+def _s1(rest: str) -> PathOf:
+    return lambda w, kind: f"/studies/s1/{rest}"
+
+
+def _api_s1(rest: str) -> PathOf:
+    return lambda w, kind: f"/api/studies/s1/{rest}"
+
+
+def _own(w: World, kind: str) -> Assignment:
+    return w["own read of both" if kind == BOTH else "own read"]
+
+
+def _own_read(w: World, kind: str) -> str:
+    return str(_own(w, kind).public_id)
+
+
+def _rating(w: World, kind: str, variant: str) -> dict:
+    # A rating of the task of the reader's own read (anyone else is refused before it is read).
+    rating = Rating.REALISTIC if _own(w, kind).example.task == Task.REALISM else Rating.EQUIVALENT
+    return {"rating": rating, "rationale": "Reads as a report.", "form_token": str(uuid.uuid4())}
+
+
+def _with_id(template: str, name: str) -> PathOf:
+    return lambda w, kind: template.format(w.id(name))
+
+
+def _username(name: str) -> Callable[[World, str, str], dict]:
+    return lambda w, kind, variant: {"reader": w[name].username}
+
+
+def _adjudication_rating(w: World, kind: str, variant: str) -> dict:
+    return {"rating": Rating.MINOR_ISSUES, "rationale": "Settled.", "form_token": str(uuid.uuid4())}
+
+
+def _import(w: World, kind: str, variant: str) -> dict:
+    upload = io.BytesIO(csv_bytes([csv_row(study_id="99000001")]))
+    upload.name = "pairs.csv"
+    return {"file": upload}
+
+
+MATRIX: dict[tuple[str, str], Entry] = {
+    # Signing in and out, open to all.
+    ("login", "get"): Entry(frozenset(KINDS), 200, _fixed("/accounts/login/")),
+    ("logout", "post"): Entry(frozenset(KINDS), 302, _fixed("/accounts/logout/")),
+    # The home page sends each user to their work.
+    ("home", "get"): Entry(
+        LOGGED_IN,
+        {NO_ROLE: 200, DATA_MANAGER: 200} | dict.fromkeys(READERS | {ADJUDICATOR} | COORDINATORS, 302),
+        _fixed("/"),
+        htmx_login=False,  # Django's login_required: the home page is never swapped in
+    ),
+    # The coordinator's pages: studies, import, sample.
+    ("study_list", "get"): Entry(COORDINATORS, 200, _fixed("/studies/")),
+    ("study_detail", "get"): Entry(COORDINATORS, 200, _s1(""), other=_fixed("/studies/nope/")),
+    ("study_import", "post"): Entry(
+        COORDINATORS, 200, _s1("import/"), other=_fixed("/studies/nope/import/"), data=_import
+    ),
+    ("study_sample", "post"): Entry(
+        COORDINATORS,
+        200,
+        _fixed("/studies/s0/sample/"),
+        other=_fixed("/studies/nope/sample/"),
+        data=lambda w, kind, variant: {"per_variation": 1, "seed": 1},
+    ),
+    # The reading room.
+    ("reader_home", "get"): Entry(READERS | {ADJUDICATOR}, 200, _fixed("/read/")),
+    ("reading_next", "get"): Entry(
+        READERS, 302, _fixed("/read/s1/equivalence/next/"), other=_fixed("/read/s2/equivalence/next/")
+    ),
+    ("reading_page", "get"): Entry(
+        READERS,
+        200,
+        lambda w, kind: f"/read/a/{_own_read(w, kind)}/",
+        other=_with_id("/read/a/{}/", "someone else's read"),
+    ),
+    ("reading_page", "post"): Entry(
+        READERS,
+        302,
+        lambda w, kind: f"/read/a/{_own_read(w, kind)}/",
+        other=_with_id("/read/a/{}/", "someone else's read"),
+        data=_rating,
+    ),
+    ("adjudication_page", "get"): Entry(
+        frozenset({ADJUDICATOR}),
+        200,
+        _with_id("/adjudicate/{}/", "own adjudication"),
+        other=_with_id("/adjudicate/{}/", "someone else's adjudication"),
+    ),
+    ("adjudication_page", "post"): Entry(
+        frozenset({ADJUDICATOR}),
+        302,
+        _with_id("/adjudicate/{}/", "own adjudication"),
+        other=_with_id("/adjudicate/{}/", "someone else's adjudication"),
+        data=_adjudication_rating,
+    ),
+    # The coordinator's view of reading.
+    ("study_progress", "get"): Entry(COORDINATORS, 200, _s1("progress/"), other=_fixed("/studies/nope/progress/")),
+    ("study_unrouted", "get"): Entry(COORDINATORS, 200, _s1("unrouted/"), other=_fixed("/studies/nope/unrouted/")),
+    ("study_readers", "get"): Entry(COORDINATORS, 200, _s1("readers/"), other=_fixed("/studies/nope/readers/")),
+    ("reader_detail", "get"): Entry(
+        COORDINATORS,
+        200,
+        lambda w, kind: f"/studies/s1/readers/{w['member'].username}/",
+        other=lambda w, kind: f"/studies/s2/readers/{w['member'].username}/",
+    ),
+    ("study_add_member", "post"): Entry(
+        COORDINATORS,
+        200,
+        _s1("members/"),
+        other=_fixed("/studies/nope/members/"),
+        data=lambda w, kind, variant: {"user": w["newcomer"].username, "role": MemberRole.READER},
+    ),
+    ("study_assign", "post"): Entry(COORDINATORS, 200, _s1("assign/"), other=_fixed("/studies/nope/assign/")),
+    ("example_detail", "get"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/studies/s1/examples/{}/", "example"),
+        other=_with_id("/studies/s1/examples/{}/", "other study's example"),
+        conflicted=_with_id("/studies/s1/examples/{}/", "example in pair one"),
+    ),
+    ("example_assign", "post"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/studies/s1/examples/{}/assign/", "example"),
+        other=_with_id("/studies/s1/examples/{}/assign/", "other study's example"),
+        conflicted=_with_id("/studies/s1/examples/{}/assign/", "example in pair one"),
+        data=_username("free reader"),
+    ),
+    ("assignment_withdraw", "post"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/studies/s1/assignments/{}/withdraw/", "open read"),
+        other=_with_id("/studies/s1/assignments/{}/withdraw/", "other study's read"),
+        conflicted=_with_id("/studies/s1/assignments/{}/withdraw/", "open read in pair one"),
+    ),
+    ("assignment_reassign", "post"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/studies/s1/assignments/{}/reassign/", "open read"),
+        other=_with_id("/studies/s1/assignments/{}/reassign/", "other study's read"),
+        conflicted=_with_id("/studies/s1/assignments/{}/reassign/", "open read in pair one"),
+        data=_username("free reader"),
+    ),
+    ("annotation_void", "post"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/studies/s1/annotations/{}/void/", "rating"),
+        other=_with_id("/studies/s1/annotations/{}/void/", "other study's rating"),
+        conflicted=_with_id("/studies/s1/annotations/{}/void/", "rating in pair one"),
+        data=lambda w, kind, variant: {"reason": "Wrong report."},
+    ),
+    # The data manager's releases.
+    ("release_index", "get"): Entry(frozenset({DATA_MANAGER}), 200, _fixed("/releases/")),
+    ("release_list", "get"): Entry(
+        frozenset({DATA_MANAGER}), 200, _s1("releases/"), other=_fixed("/studies/nope/releases/")
+    ),
+    ("release_download", "get"): Entry(
+        frozenset({DATA_MANAGER}),
+        200,
+        _with_id("/releases/{}/download/", "built release"),
+        other=_with_id("/releases/{}/download/", "failed release"),
+    ),
+    ("release_retry", "post"): Entry(
+        frozenset({DATA_MANAGER}),
+        302,
+        _with_id("/releases/{}/retry/", "failed release"),
+        other=_fixed(f"/releases/{UNKNOWN}/retry/"),
+    ),
+    ("release_delete", "post"): Entry(
+        frozenset({DATA_MANAGER}),
+        302,
+        _with_id("/releases/{}/delete/", "failed release"),
+        other=_fixed(f"/releases/{UNKNOWN}/delete/"),
+    ),
+    # Study results (not computed in this world: the page queues them, the files are not there yet).
+    ("study_results", "get"): Entry(
+        COORDINATORS_AND_DATA_MANAGERS, 200, _s1("results/"), other=_fixed("/studies/nope/results/")
+    ),
+    ("results_download", "get"): Entry(COORDINATORS_AND_DATA_MANAGERS, 404, _s1("results/download/")),
+    ("results_figure", "get"): Entry(COORDINATORS_AND_DATA_MANAGERS, 404, _s1("results/figures/forest.svg")),
+    # The API: studies, datasets, import and sample (coordinators).
+    ("api-root", "get"): Entry(NOBODY, 200, _fixed("/api/")),
+    ("schema", "get"): Entry(LOGGED_IN, 200, _fixed("/api/schema/")),
+    ("api_docs", "get"): Entry(LOGGED_IN, 200, _fixed("/api/docs/")),
+    ("study-list", "get"): Entry(COORDINATORS, 200, _fixed("/api/studies/")),
+    ("study-list", "post"): Entry(
+        COORDINATORS, 201, _fixed("/api/studies/"), data=lambda w, kind, variant: {"slug": "new", "name": "New"}
+    ),
+    ("study-detail", "get"): Entry(COORDINATORS, 200, _api_s1(""), other=_fixed("/api/studies/nope/")),
+    ("study-imports", "post"): Entry(
+        COORDINATORS, 201, _api_s1("imports/"), other=_fixed("/api/studies/nope/imports/"), data=_import, multipart=True
+    ),
+    ("study-sample", "post"): Entry(
+        COORDINATORS,
+        200,
+        _fixed("/api/studies/s0/sample/"),
+        other=_fixed("/api/studies/nope/sample/"),
+        data=lambda w, kind, variant: {"per_variation": 1},
+    ),
+    ("study-summary", "get"): Entry(COORDINATORS, 200, _api_s1("summary/"), other=_fixed("/api/studies/nope/summary/")),
+    ("study-pairs", "get"): Entry(COORDINATORS, 200, _api_s1("pairs/"), other=_fixed("/api/studies/nope/pairs/")),
+    ("dataset-list", "get"): Entry(COORDINATORS, 200, _fixed("/api/datasets/")),
+    ("dataset-detail", "get"): Entry(
+        COORDINATORS, 200, _fixed("/api/datasets/mimic-cxr/"), other=_fixed("/api/datasets/nope/")
+    ),
+    # The coordinator's API.
+    ("api_study_progress", "get"): Entry(
+        COORDINATORS, 200, _api_s1("progress/"), other=_fixed("/api/studies/nope/progress/")
+    ),
+    ("api_study_workload", "get"): Entry(
+        COORDINATORS, 200, _api_s1("workload/"), other=_fixed("/api/studies/nope/workload/")
+    ),
+    ("api_study_unrouted", "get"): Entry(
+        COORDINATORS, 200, _api_s1("unrouted/"), other=_fixed("/api/studies/nope/unrouted/")
+    ),
+    ("api_example_detail", "get"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/api/studies/s1/examples/{}/", "example"),
+        other=_with_id("/api/studies/s1/examples/{}/", "other study's example"),
+        conflicted=_with_id("/api/studies/s1/examples/{}/", "example in pair one"),
+    ),
+    ("api_reader_detail", "get"): Entry(
+        COORDINATORS,
+        200,
+        lambda w, kind: f"/api/studies/s1/readers/{w['member'].username}/",
+        other=lambda w, kind: f"/api/studies/s2/readers/{w['member'].username}/",
+    ),
+    ("api_study_assign", "post"): Entry(
+        COORDINATORS, 200, _api_s1("assign/"), other=_fixed("/api/studies/nope/assign/")
+    ),
+    ("api_study_members", "post"): Entry(
+        COORDINATORS,
+        201,
+        _api_s1("members/"),
+        other=_fixed("/api/studies/nope/members/"),
+        data=lambda w, kind, variant: {"username": w["newcomer"].username, "role": MemberRole.READER},
+    ),
+    ("api_study_assignments", "post"): Entry(
+        COORDINATORS,
+        201,
+        _api_s1("assignments/"),
+        other=_fixed("/api/studies/nope/assignments/"),
+        conflicted=_api_s1("assignments/"),
+        data=lambda w, kind, variant: {
+            "example": w.id("example in pair one" if variant == "conflicted" else "example"),
+            "reader": w["free reader"].username,
+        },
+    ),
+    ("api_assignment_withdraw", "post"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/api/assignments/{}/withdraw/", "open read"),
+        other=_fixed(f"/api/assignments/{UNKNOWN}/withdraw/"),
+        conflicted=_with_id("/api/assignments/{}/withdraw/", "open read in pair one"),
+    ),
+    ("api_assignment_reassign", "post"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/api/assignments/{}/reassign/", "open read"),
+        other=_fixed(f"/api/assignments/{UNKNOWN}/reassign/"),
+        conflicted=_with_id("/api/assignments/{}/reassign/", "open read in pair one"),
+        data=_username("free reader"),
+    ),
+    ("api_annotation_void", "post"): Entry(
+        COORDINATORS,
+        200,
+        _with_id("/api/annotations/{}/void/", "rating"),
+        other=_fixed(f"/api/annotations/{UNKNOWN}/void/"),
+        conflicted=_with_id("/api/annotations/{}/void/", "rating in pair one"),
+        data=lambda w, kind, variant: {"reason": "Wrong report."},
+    ),
+    # Results (coordinators and data managers): the first request queues the computation.
+    ("api_study_results", "get"): Entry(
+        COORDINATORS_AND_DATA_MANAGERS, 202, _api_s1("results/"), other=_fixed("/api/studies/nope/results/")
+    ),
+    ("api_study_results", "post"): Entry(
+        COORDINATORS_AND_DATA_MANAGERS, 202, _api_s1("results/"), other=_fixed("/api/studies/nope/results/")
+    ),
+    # The data manager's API.
+    ("study-release-list", "get"): Entry(
+        frozenset({DATA_MANAGER}), 200, _api_s1("releases/"), other=_fixed("/api/studies/nope/releases/")
+    ),
+    ("study-release-list", "post"): Entry(
+        frozenset({DATA_MANAGER}),
+        202,
+        _api_s1("releases/"),
+        other=_fixed("/api/studies/nope/releases/"),
+        data=lambda w, kind, variant: {"license_text": "CC0", "version": "2.0.0"},
+    ),
+    ("release-detail", "get"): Entry(
+        frozenset({DATA_MANAGER}),
+        200,
+        _with_id("/api/releases/{}/", "built release"),
+        other=_fixed(f"/api/releases/{UNKNOWN}/"),
+    ),
+    ("release-detail", "delete"): Entry(
+        frozenset({DATA_MANAGER}),
+        200,
+        _with_id("/api/releases/{}/", "failed release"),
+        other=_fixed(f"/api/releases/{UNKNOWN}/"),
+    ),
+    ("release-download", "get"): Entry(
+        frozenset({DATA_MANAGER}),
+        200,
+        _with_id("/api/releases/{}/download/", "built release"),
+        other=_with_id("/api/releases/{}/download/", "failed release"),
+    ),
+    ("release-retry", "post"): Entry(
+        frozenset({DATA_MANAGER}),
+        202,
+        _with_id("/api/releases/{}/retry/", "failed release"),
+        other=_fixed(f"/api/releases/{UNKNOWN}/retry/"),
+    ),
+    # The reader's API.
+    ("reading-next", "get"): Entry(
+        READERS, 200, lambda w, kind: f"/api/reading/next/?task={_own(w, kind).example.task}"
+    ),
+    ("reading-progress", "get"): Entry(READERS, 200, _fixed("/api/reading/progress/")),
+    ("reading-detail", "get"): Entry(
+        READERS,
+        200,
+        lambda w, kind: f"/api/reading/{_own_read(w, kind)}/",
+        other=_with_id("/api/reading/{}/", "someone else's read"),
+    ),
+    ("reading-rating", "post"): Entry(
+        READERS,
+        201,
+        lambda w, kind: f"/api/reading/{_own_read(w, kind)}/rating/",
+        other=_with_id("/api/reading/{}/rating/", "someone else's read"),
+        data=_rating,
+    ),
+}
+
+
+# --- Running it ---------------------------------------------------------------------------------------
+
+
+def _request(client: Client, method: str, path: str, entry: Entry, w: World, kind: str, variant: str, **headers):
+    data = entry.data(w, kind, variant)
+    call = getattr(client, method)
+    if method == "get":
+        return call(path, data, **headers)
+    if path.startswith("/api/") and not entry.multipart:
+        return call(path, data, content_type="application/json", **headers)
+    return call(path, data, **headers)
+
+
+def _expected(entry: Entry, kind: str, variant: str, api: bool) -> int | str:
+    if kind == ANONYMOUS and ANONYMOUS not in entry.allowed:
+        return 401 if api else "login"
+    if kind not in entry.allowed:
+        return 403
+    if variant == "other":
+        return entry.other_status
+    if variant == "conflicted":
+        return 403 if kind == BOTH else (entry.conflicted_ok or entry.ok_for(kind))
+    return entry.ok_for(kind)
+
+
+def _is_login_for(url: str, path: str) -> bool:
+    """Whether url is the login page, bringing the user back to path afterwards."""
+    parts = urlsplit(url)
+    return parts.path == "/accounts/login/" and parse_qs(parts.query).get("next") == [path]
+
+
+def _outcome(response, path: str) -> int | str:
+    if response.status_code == 302 and _is_login_for(response["Location"], path):
+        return "login"
+    return response.status_code
+
+
+@pytest.mark.parametrize(("name", "method"), list(MATRIX), ids=[f"{m.upper()} {n}" for n, m in MATRIX])
+def test_the_permission_matrix_holds(world, name, method):
+    entry = MATRIX[(name, method)]
+    variants = {"own": entry.path, "other": entry.other, "conflicted": entry.conflicted}
+    wrong = []
+    for kind in KINDS:
+        for variant, path_of in variants.items():
+            if path_of is None:
+                continue
+            path = path_of(world, kind)
+            api = path.startswith("/api/")
+            expected = _expected(entry, kind, variant, api)
+            client = Client()
+            if kind != ANONYMOUS:
+                client.force_login(world.users[kind])
+            with transaction.atomic():
+                before = _state()
+                response = _request(client, method, path, entry, world, kind, variant)
+                changed = _state() != before
+                transaction.set_rollback(True)
+            got = _outcome(response, path)
+            if got != expected:
+                wrong.append(f"{kind}, {variant} object: {method.upper()} {path} answered {got}, expected {expected}")
+            if expected == "login" and entry.htmx_login:
+                # An htmx request (a session that expired on an open page): the browser goes to the login page.
+                with transaction.atomic():
+                    response = _request(client, method, path, entry, world, kind, variant, HTTP_HX_REQUEST="true")
+                    transaction.set_rollback(True)
+                if not _is_login_for(response.headers.get("HX-Redirect", ""), path):
+                    wrong.append(f"htmx {method.upper()} {path} did not send the browser to the login page")
+            elif expected in ("login", 401, 403, 404) and changed:
+                wrong.append(f"{kind}, {variant} object: {method.upper()} {path} was refused but changed the database")
+    assert not wrong, "\n".join(wrong)
+
+
+# --- Every route has an entry -------------------------------------------------------------------------
+
+
+def _routes(resolver: URLResolver, prefix: str = "") -> list[tuple[str, URLPattern]]:
+    found = []
+    for pattern in resolver.url_patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            if pattern.app_name == "admin":
+                continue  # Django's admin: staff only, checked by Django (test_the_admin_is_for_staff_only)
+            found += _routes(pattern, route)
+        else:
+            found.append((route, pattern))
+    return found
+
+
+def _methods(pattern: URLPattern) -> set[str]:
+    """The methods an API view answers (besides HEAD and OPTIONS); HTML views: what MATRIX lists."""
+    callback = pattern.callback
+    actions = getattr(callback, "actions", None)
+    if actions:
+        return set(actions) - {"head", "options"}
+    view_class = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
+    if view_class is not None and issubclass(view_class, APIView):
+        return {m for m in view_class.http_method_names if m not in ("head", "options") and hasattr(view_class, m)}
+    return set()
+
+
+def test_every_route_has_an_entry():
+    routes = _routes(get_resolver())
+    names = {pattern.name for _, pattern in routes}
+    listed = {name for name, _ in MATRIX}
+
+    assert None not in names, f"unnamed routes: {[route for route, p in routes if p.name is None]}"
+    assert not names - listed, f"routes without an entry in MATRIX: {sorted(names - listed)}"
+    assert not listed - names, f"MATRIX names routes that do not exist: {sorted(listed - names)}"
+    missing = [
+        f"{method.upper()} {pattern.name}"
+        for _, pattern in routes
+        for method in _methods(pattern)
+        if (pattern.name, method) not in MATRIX
+    ]
+    assert not missing, f"API methods without an entry in MATRIX: {missing}"
+
+
+def test_every_entry_resolves_to_its_route(world):
+    for (name, _method), entry in MATRIX.items():
+        for path_of in (entry.path, entry.other, entry.conflicted):
+            if path_of is not None:
+                path = path_of(world, READER).split("?")[0]
+                assert resolve(path).url_name == name, path
+
+
+def test_the_admin_is_for_staff_only(world):
+    staff = make_user(is_staff=True, is_superuser=True)
+    for kind in KINDS:
+        client = Client()
+        if kind != ANONYMOUS:
+            client.force_login(world.users[kind])
+        response = client.get("/admin/")
+        assert response.status_code == 302, kind
+        assert response["Location"].startswith("/admin/login/"), kind
+    client = Client()
+    client.force_login(staff)
+    assert client.get("/admin/").status_code == 200
+    assert admin_site.is_registered(Study)

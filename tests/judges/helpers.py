@@ -1,0 +1,50 @@
+"""Judges for tests: accounts with the judge role, enrolled through the service, rating through the API."""
+
+import uuid
+
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from annotation.models import RATINGS_WITHOUT_RATIONALE, TASK_RATINGS, Role, Study, Task
+from judges.services import enrol_judge
+from tests.factories import make_user
+
+
+def make_judge(username: str | None = None):
+    return make_user(Role.JUDGE, username=username)
+
+
+def api_client(user) -> Client:
+    token, _ = Token.objects.get_or_create(user=user)
+    return Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+
+
+def enrol(study: Study, judge, tasks=(Task.REALISM, Task.EQUIVALENCE), **options):
+    return enrol_judge(study, judge=judge, tasks=list(tasks), **options)
+
+
+def run_judge(judge, choose=None) -> int:
+    """Rate every open read of the judge through the reader API; returns how many were rated.
+
+    choose(item) -> rating value; default: the first label of the task.
+    """
+    client = api_client(judge)
+    rated = 0
+    for task in Task.values:
+        while (response := client.get(f"/api/reading/next/?task={task}")).status_code == 200:
+            item = response.json()
+            rating = choose(item) if choose else TASK_RATINGS[task][0]
+            rationale = "" if rating in RATINGS_WITHOUT_RATIONALE else "Judge's reason."
+            answer = client.post(
+                f"/api/reading/{item['id']}/rating/",
+                {"rating": rating, "rationale": rationale, "form_token": item["form_token"]},
+                content_type="application/json",
+            )
+            assert answer.status_code == 201, answer.content
+            rated += 1
+        assert response.status_code == 204
+    return rated
+
+
+def form_token() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,77 @@
+"""tools/judge_client.py: next -> judge -> rating through the reader API, in process and over HTTP."""
+
+import pytest
+
+from annotation.models import Assignment, Example, Rating
+from judges.client import InProcessTransport
+from judges.models import JudgeRead
+from tests.factories import make_reading_study
+from tests.judges.helpers import enrol, make_judge
+from tools.judge_client import HttpTransport, JudgeClientError, rule_based_judge, run
+
+
+def _item(task: str, *reports: tuple[str, str]) -> dict:
+    values = {"realism": ["realistic", "minor_issues", "major_issues"],
+              "equivalence": ["equivalent", "minor_discrepancy", "major_discrepancy"]}[task]  # fmt: skip
+    return {
+        "task": task,
+        "reports": [{"heading": "Report", "findings": f, "impression": i} for f, i in reports],
+        "labels": [{"value": value} for value in values],
+    }
+
+
+def test_the_rule_based_judge_is_a_simple_documented_baseline():
+    normal = ("Heart size is normal. The lungs are clear.", "No acute cardiopulmonary process.")
+    assert rule_based_judge(_item("realism", normal)) == ("realistic", "")
+    assert rule_based_judge(_item("realism", ("Clear.", "")))[0] == "major_issues"
+    assert rule_based_judge(_item("equivalence", normal, normal)) == ("equivalent", "")
+    left = ("Small left pleural effusion.", "Left effusion.")
+    right = ("Small right pleural effusion.", "Right effusion.")
+    assert rule_based_judge(_item("equivalence", left, right))[0] == "major_discrepancy"
+    hedged = ("Small left pleural effusion, possibly.", "Probable left effusion.")
+    rating, rationale = rule_based_judge(_item("equivalence", left, hedged))
+    assert rating == "minor_discrepancy" and rationale
+
+
+@pytest.mark.django_db
+def test_the_client_rates_every_item_in_process():
+    study, _, _ = make_reading_study(pairs=2)
+    judge = make_judge()
+    enrol(study, judge)
+    before = list(Assignment.objects.filter(study=study).values_list("pk", "status"))
+    seen = []
+
+    report = run(InProcessTransport(judge), rule_based_judge, on_rated=lambda item, rating: seen.append(item))
+
+    assert report.total == Example.objects.filter(study=study).count() == 6
+    assert JudgeRead.objects.open().count() == 0
+    assert list(Assignment.objects.filter(study=study).values_list("pk", "status")) == before
+    assert all(set(item) >= {"id", "task", "reports", "labels", "form_token"} for item in seen)
+    assert run(InProcessTransport(judge), rule_based_judge).total == 0  # nothing is asked for twice
+
+
+@pytest.mark.django_db
+def test_a_refused_rating_stops_the_client_with_the_servers_answer():
+    study, _, _ = make_reading_study(pairs=1)
+    judge = make_judge()
+    enrol(study, judge)
+
+    with pytest.raises(JudgeClientError, match="rationale is required"):
+        run(InProcessTransport(judge), lambda item: (item["labels"][2]["value"], ""))
+    assert JudgeRead.objects.rated().count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_client_rates_over_http(live_server):
+    study, _, _ = make_reading_study(pairs=1)
+    judge = make_judge()
+    enrol(study, judge)
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.create(user=judge)
+
+    report = run(HttpTransport(live_server.url, token.key), lambda item: (item["labels"][0]["value"], ""))
+
+    assert report.rated == {"realism": 2, "equivalence": 1}
+    assert set(JudgeRead.objects.values_list("rating", flat=True)) == {Rating.REALISTIC, Rating.EQUIVALENT}
+    assert HttpTransport(live_server.url, "not-a-token").get("/api/reading/next/?task=realism")[0] == 401
