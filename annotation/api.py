@@ -1,6 +1,6 @@
 import uuid
 
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -65,7 +65,7 @@ from consensus.services import (
 )
 from consensus.services import NotFound as ConsensusNotFound
 from judges import api as judge_api
-from judges.services import is_judge
+from judges.services import is_judge, practising_studies
 
 
 class DatasetViewSet(viewsets.ReadOnlyModelViewSet):
@@ -247,7 +247,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     )  # fmt: skip
     def practice_settings(self, request: Request, slug: str | None = None) -> Response:
         """Set how many practice items per task come first ({"practice_items_required"}), and/or let a member skip
-        practice ({"username", "skip_practice"}; e.g. an automated judge)."""
+        practice ({"username", "skip_practice"}; an automated judge's enrolment says whether it practises)."""
         study = self.get_object()
         form = serializers.PracticeSettingsRequestSerializer(data=request.data)
         if not form.is_valid():
@@ -315,19 +315,22 @@ def _own_assignment(request: Request, assignment_id: uuid.UUID | str) -> Assignm
 
 def _step_refusal(step: PendingStep, study: Study, task: str) -> Response:
     """409: what comes before the reader's next real item (the guide, or practice), and where."""
-    if step.kind == "guide":
-        how = f"GET /api/reading/guide/?study={study.slug}, then POST it back with its version."
-    else:
-        how = f"GET /api/reading/practice/?study={study.slug}&task={task} and rate the practice items."
-    body = {"detail": f"{step.detail} {how}", "required": step.kind, "study": study.slug, "task": task}
-    return Response(body, status=status.HTTP_409_CONFLICT)
+    return Response(step.refusal(study, task), status=status.HTTP_409_CONFLICT)
+
+
+def _studies_with_steps(request: Request) -> QuerySet[Study]:
+    """The studies whose guide and practice the user goes through: a reader's, or those a judge is
+    enrolled in to practise (a judge that skips them has none)."""
+    if is_judge(request.user):
+        return practising_studies(request.user)
+    return Study.objects.of_reader(request.user)
 
 
 def _reader_study(request: Request) -> Study:
     slug = request.query_params.get("study")
     if not slug:
         raise ValidationError({"study": "Give the study's slug: study=<slug>."})
-    study = Study.objects.of_reader(request.user).filter(slug=str(slug)).first()
+    study = _studies_with_steps(request).filter(slug=str(slug)).first()
     if study is None:
         raise NotFoundError("No such study of yours.")
     return study
@@ -505,7 +508,7 @@ class ReadingViewSet(viewsets.ViewSet):
         if request.method == "POST":
             form = serializers.ConfirmGuideRequestSerializer(data=request.data)
             form.is_valid(raise_exception=True)
-            study = Study.objects.of_reader(request.user).filter(slug=form.validated_data["study"]).first()
+            study = _studies_with_steps(request).filter(slug=form.validated_data["study"]).first()
             if study is None or not study.guide_number:
                 raise NotFoundError("No guide of a study of yours.")
             try:

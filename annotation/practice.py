@@ -240,6 +240,14 @@ class PendingStep:
     detail: str
     remaining: int = 0
 
+    def refusal(self, study: Study, task: str) -> dict:
+        """The reader API's 409 body: what comes first, and where (the same for a reader and a judge)."""
+        if self.kind == "guide":
+            how = f"GET /api/reading/guide/?study={study.slug}, then POST it back with its version."
+        else:
+            how = f"GET /api/reading/practice/?study={study.slug}&task={task} and rate the practice items."
+        return {"detail": f"{self.detail} {how}", "required": self.kind, "study": study.slug, "task": task}
+
 
 def practice_required(reader: AbstractBaseUser, study: Study, task: str) -> int:
     """How many practice items of the task the reader still has to rate before real items.
@@ -434,7 +442,7 @@ def set_practice_requirement(study: Study, required: int, *, actor: AbstractBase
 
 
 def set_skip_practice(study: Study, username: str, skip: bool, *, actor: AbstractBaseUser | None) -> int:
-    """Let a member of the study (e.g. an automated judge) skip the practice round, or not.
+    """Let a member of the study skip the practice round, or not (an automated judge's enrolment says so itself).
 
     Returns how many memberships changed; PracticeRefused if the user is not a member.
     """

@@ -72,7 +72,7 @@ coordination_api = [
 
 urlpatterns = [
     # Browsers and the admin's pages ask for /favicon.ico: the site's own icon, not a 404.
-    path("favicon.ico", annotation_views.favicon),
+    path("favicon.ico", annotation_views.favicon, name="favicon"),
     path("accounts/login/", annotation_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -2,7 +2,8 @@
 
 annotation.api's ReadingViewSet hands a judge's requests to the functions below: the same
 routes, the same serializers and the same blinded payload (annotation.reading.reading_item),
-built from the judge's own queue. Nothing here routes or counts for people.
+built from the judge's own queue. Nothing here routes or counts for people. A judge enrolled to
+practise meets the study's guide and practice round first, exactly as a reader does.
 """
 
 import uuid
@@ -28,6 +29,7 @@ from judges.services import (
     JudgeRatingRefused,
     JudgeReadNotFound,
     enrol_judge,
+    judge_pending_step,
     judge_position,
     judge_queues,
     next_judge_read,
@@ -57,10 +59,19 @@ def _payload(read: JudgeRead) -> dict:
     }
 
 
+def _step_refusal(request: Request, read: JudgeRead) -> Response | None:
+    """409 as for a reader, when the judge's enrolment says it confirms the guide and practises first."""
+    if step := judge_pending_step(request.user, read):
+        return Response(step.refusal(read.example.study, read.task), status=status.HTTP_409_CONFLICT)
+    return None
+
+
 def next_item(request: Request, task: str, study_slug: str | None) -> Response:
     read = next_judge_read(request.user, task=task, study_slug=study_slug)
     if read is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
+    if refusal := _step_refusal(request, read):
+        return refusal
     show_judge_read(read)
     return Response(ReadingItemSerializer(_payload(read)).data)
 
@@ -71,6 +82,8 @@ def retrieve_item(request: Request, read_id: str) -> Response:
     except JudgeReadNotFound:
         raise NotFound from None
     if not read.is_rated:
+        if refusal := _step_refusal(request, read):
+            return refusal
         show_judge_read(read)
     return Response(ReadingItemSerializer(_payload(read)).data)
 
@@ -147,6 +160,7 @@ class StudyJudgesView(APIView):
                 tasks=data["tasks"],
                 per_variation=data.get("per_variation"),
                 seed=data.get("seed"),
+                practise=data.get("practise"),
                 actor=request.user,
             )
         except EnrolmentRefused as refused:

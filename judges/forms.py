@@ -25,6 +25,12 @@ class EnrolJudgeForm(forms.Form):
     seed = forms.IntegerField(
         min_value=0, max_value=2**31 - 1, required=False, help_text="Draws the subset. Empty: the study's seed."
     )
+    practise = forms.BooleanField(
+        required=False,
+        label="Guide and practice first",
+        help_text="The judge confirms the study's guide and rates its practice items before its items, as a reader "
+        "does. Unticked: it skips them. Enrolling an enrolled judge again sets this choice.",
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -24,7 +24,8 @@ from annotation.models import (
 
 
 class JudgeEnrolment(models.Model):
-    """A judge enrolled in a study: which tasks it reads, and all sampled examples or N pairs per variation."""
+    """A judge enrolled in a study: which tasks it reads, all sampled examples or N pairs per variation, and
+    whether it confirms the guide and practises first (practise) or skips both."""
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judge_enrolments")
@@ -35,6 +36,11 @@ class JudgeEnrolment(models.Model):
         null=True, blank=True, help_text="Pairs drawn per variation (seeded); empty = every sampled pair."
     )
     seed = models.PositiveIntegerField(help_text="Draws the subset of pairs (with per_variation).")
+    practise = models.BooleanField(
+        default=False,
+        help_text="Goes through the study's guide and practice round before its items, as a reader does "
+        "(default: skips them).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"

@@ -14,6 +14,12 @@ class EnrolJudgeRequestSerializer(serializers.Serializer):
         min_value=1, max_value=100_000, required=False, allow_null=True, help_text="Empty: every sampled pair."
     )
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
+    practise = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        help_text="true: the judge confirms the study's guide and rates its practice items first, as a reader does; "
+        "false: it skips them. Empty: false for a new enrolment, unchanged otherwise.",
+    )
 
     def validate_username(self, value: str):
         user = get_user_model().objects.filter(username=value).first()
@@ -31,6 +37,7 @@ class JudgeEnrolmentSerializer(serializers.Serializer):
     tasks = serializers.ListField(child=serializers.CharField())
     per_variation = serializers.IntegerField(allow_null=True)
     seed = serializers.IntegerField()
+    practise = serializers.BooleanField(help_text="Goes through the study's guide and practice round first.")
     reads = serializers.DictField(
         source="read_counts",
         child=serializers.DictField(child=serializers.IntegerField()),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Count, F, Q, Subquery, Value, When
+from django.db.models import Case, Count, F, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -30,6 +30,7 @@ from annotation.models import (
     Task,
     tiebreak,
 )
+from annotation.practice import PendingStep, pending_step
 from annotation.roles import has_role
 from judges.models import JudgeEnrolment, JudgeRead
 
@@ -104,12 +105,15 @@ def enrol_judge(
     tasks: list[str],
     per_variation: int | None = None,
     seed: int | None = None,
+    practise: bool | None = None,
     actor: AbstractBaseUser | None = None,
 ) -> EnrolResult:
     """Enrol an automated judge in a study and put the chosen examples in its queue (one transaction).
 
     Enrolling it again adds the examples of tasks not chosen before (and of pairs sampled since);
-    the subset (per_variation, seed) of an enrolment cannot change. Audited as a member added.
+    the subset (per_variation, seed) of an enrolment cannot change. practise: whether the judge
+    confirms the study's guide and rates its practice items before its items, as a reader does
+    (None: False for a new enrolment, unchanged for an existing one). Audited as a member added.
     """
     tasks = sorted(set(tasks))
     if not tasks or any(task not in Task.values for task in tasks):
@@ -134,6 +138,7 @@ def enrol_judge(
                 equivalence=Task.EQUIVALENCE in tasks,
                 per_variation=per_variation,
                 seed=study.seed if seed is None else seed,
+                practise=bool(practise),
                 created_by=actor if actor is not None and actor.is_authenticated else None,
             )
         else:
@@ -147,7 +152,9 @@ def enrol_judge(
                 )
             enrolment.realism |= Task.REALISM in tasks
             enrolment.equivalence |= Task.EQUIVALENCE in tasks
-            enrolment.save(update_fields=["realism", "equivalence"])
+            if practise is not None:
+                enrolment.practise = practise
+            enrolment.save(update_fields=["realism", "equivalence", "practise"])
         examples = select_examples(study, enrolment.tasks, enrolment.per_variation, enrolment.seed)
         have = set(JudgeRead.objects.filter(enrolment=enrolment).values_list("example_id", flat=True))
         reads = [
@@ -173,6 +180,7 @@ def enrol_judge(
                 "tasks": enrolment.tasks,
                 "per_variation": enrolment.per_variation,
                 "seed": enrolment.seed,
+                "practise": enrolment.practise,
                 "reads_added": len(reads),
             },
         )
@@ -194,12 +202,35 @@ def next_judge_read(
     if study_slug is not None:
         queue = queue.filter(study__slug=study_slug)
     first = queue.order_by("study_id", "queue_order", "pk").values("pk")[:1]
-    return JudgeRead.objects.select_related("example__pair", "example__study").filter(pk=Subquery(first)).first()
+    return (
+        JudgeRead.objects.select_related("example__pair", "example__study", "enrolment")
+        .filter(pk=Subquery(first))
+        .first()
+    )
+
+
+def practising_studies(judge: AbstractBaseUser) -> QuerySet[Study]:
+    """The studies whose guide and practice round the judge goes through: those it is enrolled in to practise.
+
+    For these, the reader API's guide and practice endpoints answer the judge as they answer a reader.
+    """
+    return Study.objects.filter(judge_enrolments__judge=judge, judge_enrolments__practise=True)
+
+
+def judge_pending_step(judge: AbstractBaseUser, read: JudgeRead) -> PendingStep | None:
+    """What the judge does before this read, when its enrolment says it practises: confirm the study's
+    guide, then rate the practice items the study requires for the task (counted per judge and task).
+
+    None for a judge that skips them, without a query.
+    """
+    if not read.enrolment.practise:
+        return None
+    return pending_step(judge, read.example.study, read.task)
 
 
 def own_judge_read(judge: AbstractBaseUser, read_id: uuid.UUID | str) -> JudgeRead:
     read = (
-        JudgeRead.objects.select_related("example__pair", "example__study")
+        JudgeRead.objects.select_related("example__pair", "example__study", "enrolment")
         .filter(public_id=read_id, judge=judge)
         .first()
     )

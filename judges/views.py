@@ -47,6 +47,7 @@ def study_judges(request: HttpRequest, slug: str) -> HttpResponse:
                     tasks=form.cleaned_data["tasks"],
                     per_variation=form.cleaned_data["per_variation"],
                     seed=form.cleaned_data["seed"],
+                    practise=form.cleaned_data["practise"],
                     actor=request.user,
                 )
             except EnrolmentRefused as refused:

@@ -37,6 +37,11 @@ in ReadingRoom reaches the internet). For an OpenAI-compatible chat endpoint:
 
 A rating the server refuses (a label of the other task, a missing rationale) is reported and the
 client stops: fix the judge and run it again; rated items are never asked for twice.
+
+If the coordinator enrolled the judge to practise, the API first answers 409 {"required": "guide"}
+or {"required": "practice"}, as it does for a reader: the client fetches the study's guide and
+confirms it (hand its text to your judge with `read_guide`), then rates the practice items with the
+same judge function (each answer holds the reference rating), and carries on with the real items.
 """
 
 import argparse
@@ -46,7 +51,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 TASKS = ("realism", "equivalence")
@@ -95,6 +100,7 @@ class JudgeClientError(Exception):
 @dataclass
 class RunReport:
     rated: dict[str, int]
+    practised: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -108,15 +114,33 @@ def run(
     tasks: tuple[str, ...] = TASKS,
     study: str | None = None,
     on_rated: Callable[[dict, str], None] | None = None,
+    read_guide: Callable[[dict], None] | None = None,
 ) -> RunReport:
-    """Rate every open item of the tasks (next -> judge -> rating) until the API answers 204."""
+    """Rate every open item of the tasks (next -> judge -> rating) until the API answers 204.
+
+    When the API asks for the study's guide or practice round first (409), confirm the guide (after
+    handing it to read_guide, if given: the JSON of GET /api/reading/guide/) or rate the practice
+    items with the judge, then go on.
+    """
     rated = dict.fromkeys(tasks, 0)
+    practised = dict.fromkeys(tasks, 0)
     for task in tasks:
         query = f"?task={task}" + (f"&study={study}" if study else "")
+        done_step = None
         while True:
             status, item = transport.get(f"/api/reading/next/{query}")
             if status == 204:
                 break
+            if status == 409 and isinstance(item, dict) and item.get("required") in ("guide", "practice"):
+                step = (item["required"], item["study"], item["task"])
+                if step == done_step:  # done, yet asked again: stop rather than loop
+                    raise JudgeClientError(f"GET next ({task}): still {status} {item}")
+                if item["required"] == "guide":
+                    _confirm_guide(transport, item["study"], read_guide)
+                else:
+                    practised[task] += _practise(transport, judge, item["study"], item["task"])
+                done_step = step
+                continue
             if status != 200 or not isinstance(item, dict):
                 raise JudgeClientError(f"GET next ({task}): {status} {item}")
             rating, rationale = judge(item)
@@ -125,9 +149,38 @@ def run(
             if status not in (200, 201):
                 raise JudgeClientError(f"rating of item {item['id']} ({task}) refused: {status} {answer}")
             rated[task] += 1
+            done_step = None
             if on_rated:
                 on_rated(item, rating)
-    return RunReport(rated)
+    return RunReport(rated, practised)
+
+
+def _confirm_guide(transport: Transport, study: str, read_guide: Callable[[dict], None] | None) -> None:
+    status, guide = transport.get(f"/api/reading/guide/?study={study}")
+    if status != 200 or not isinstance(guide, dict):
+        raise JudgeClientError(f"GET guide ({study}): {status} {guide}")
+    if read_guide:
+        read_guide(guide)
+    status, answer = transport.post("/api/reading/guide/", {"study": study, "version": guide["version"]})
+    if status not in (200, 201):
+        raise JudgeClientError(f"confirming the guide of {study} refused: {status} {answer}")
+
+
+def _practise(transport: Transport, judge: Judge, study: str, task: str) -> int:
+    """Rate the practice items due (same judge, same blinded item shape) until the API answers 204."""
+    practised = 0
+    while True:
+        status, item = transport.get(f"/api/reading/practice/?study={study}&task={task}")
+        if status == 204:
+            return practised
+        if status != 200 or not isinstance(item, dict):
+            raise JudgeClientError(f"GET practice ({study}, {task}): {status} {item}")
+        rating, rationale = judge(item)
+        body = {"rating": rating, "rationale": rationale, "form_token": item["form_token"]}
+        status, answer = transport.post(f"/api/reading/practice/{item['id']}/rating/", body)
+        if status not in (200, 201):
+            raise JudgeClientError(f"rating of practice item {item['id']} ({task}) refused: {status} {answer}")
+        practised += 1
 
 
 # --- A rule-based judge: a transparent baseline, not a clinical tool ---------------------------
@@ -189,7 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     except (JudgeClientError, urllib.error.URLError) as error:
         print(f"Stopped: {error}", file=sys.stderr)
         return 1
-    print(", ".join(f"{task}: {n} rated" for task, n in report.rated.items()))
+    print(
+        ", ".join(
+            f"{task}: {n} rated" + (f" ({report.practised[task]} practice)" if report.practised.get(task) else "")
+            for task, n in report.rated.items()
+        )
+    )
     return 0
 
 

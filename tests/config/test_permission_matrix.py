@@ -14,6 +14,9 @@ not see:
   object that does not exist;
 - a coordinator who also reads, on a pair they have yet to rate: 403 (consensus.conflicts).
 
+An automated judge is a role too: it reads through the reader API only (from its own queue), and
+every page is refused to it.
+
 A refusal changes nothing in the database. Each request runs in a savepoint that is rolled back,
 so every user meets the same world.
 """
@@ -27,6 +30,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.admin import site as admin_site
 from django.db import transaction
@@ -34,13 +38,22 @@ from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from rest_framework.views import APIView
 
+from analysis.models import MetricScore
+from annotation.guide import confirm_guide, publish_guide
 from annotation.models import (
     Annotation,
     Assignment,
     AuditEvent,
     CandidatePair,
+    Dataset,
     Example,
+    GuideAcknowledgement,
+    GuideVersion,
     MemberRole,
+    OriginalReport,
+    PracticeAttempt,
+    PracticeItem,
+    Preferences,
     Rating,
     ReportType,
     Role,
@@ -48,10 +61,13 @@ from annotation.models import (
     StudyMember,
     Task,
 )
+from annotation.practice import import_practice_items, next_practice, show_practice
 from consensus.assignment import assign_example
 from consensus.models import Adjudication, ConsensusLabel
 from consensus.services import show_assignment
 from exports.models import Release, ReleaseStatus
+from judges.models import JudgeEnrolment, JudgeRead
+from judges.services import enrol_judge, show_judge_read
 from tests.factories import csv_bytes, csv_row, make_pair, make_reading_study, make_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -62,10 +78,13 @@ READER = "reader"
 ADJUDICATOR = "adjudicator"
 COORDINATOR = "coordinator"
 DATA_MANAGER = "data manager"
+JUDGE = "automated judge"
 BOTH = "reader and coordinator"
-KINDS = (ANONYMOUS, NO_ROLE, READER, ADJUDICATOR, COORDINATOR, DATA_MANAGER, BOTH)
+KINDS = (ANONYMOUS, NO_ROLE, READER, ADJUDICATOR, COORDINATOR, DATA_MANAGER, JUDGE, BOTH)
 LOGGED_IN = frozenset(KINDS) - {ANONYMOUS}
 READERS = frozenset({READER, BOTH})
+# The reader API also serves automated judges, from their own queue (judges.api).
+READERS_AND_JUDGES = READERS | {JUDGE}
 COORDINATORS = frozenset({COORDINATOR, BOTH})
 COORDINATORS_AND_DATA_MANAGERS = COORDINATORS | {DATA_MANAGER}
 NOBODY: frozenset[str] = frozenset()
@@ -76,9 +95,13 @@ ROLES_OF = {
     ADJUDICATOR: (Role.ADJUDICATOR,),
     COORDINATOR: (Role.COORDINATOR,),
     DATA_MANAGER: (Role.DATA_MANAGER,),
+    JUDGE: (Role.JUDGE,),
     BOTH: (Role.READER, Role.COORDINATOR),
 }
 UNKNOWN = "6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b"
+# The original report a rewrites file refers to (stored in the world, so a refused upload changes nothing).
+REWRITTEN_STUDY_ID = "50100000"
+LOCKED_OUT = "locked-out"
 
 
 # --- The world every request meets ----------------------------------------------------------------
@@ -123,7 +146,13 @@ def _build_world() -> World:
     reader on pair two, the reader-coordinator on pair one (so pair one is hidden from them on the
     coordinator's pages). Other readers hold reads and ratings on both pairs; each adjudicator has
     an open adjudication; a second study s2 has an example, a read and a rating of its own; s1 has a
-    built release (its zip on disk) and a failed one."""
+    built release (its zip on disk) and a failed one.
+
+    s1 and s2 have a reader guide, which the reader, the reader-coordinator and the adjudicator
+    confirmed in s1 (so their pages of s1 open without a detour to the guide). A third study s3
+    asks for one practice item per task: the reader, the reader-coordinator and another reader each
+    have a practice item open there. The automated judge reads Task 2 of s1 and has one read open;
+    another judge is enrolled nowhere. An account is locked out after failed log-ins."""
     study, others, adjudicators = make_reading_study(pairs=2, readers=4, adjudicators=2, assign=False, slug="s1")
     users = {kind: make_user(*roles, username=kind.replace(" ", "-")) for kind, roles in ROLES_OF.items()}
     users[ADJUDICATOR] = adjudicators[0]
@@ -193,6 +222,44 @@ def _build_world() -> World:
     unsampled = make_study("s0")
     make_pair(unsampled)
     w.objects["unsampled study"] = unsampled
+
+    for guided in (study, elsewhere):
+        publish_guide(guided, "# How to read\n\nRate what you see.", author=coordinator)
+    for kind in (READER, BOTH, ADJUDICATOR):
+        confirm_guide(users[kind], study, 1)
+
+    practising = make_study("s3", practice_items_required=1)
+    import_practice_items(practising, PRACTICE_CSV, filename="practice.csv", actor=coordinator)
+    for name, reader in (
+        ("own practice", users[READER]),
+        ("own practice of both", users[BOTH]),
+        ("someone else's practice", r0),
+    ):
+        StudyMember.objects.create(study=practising, user=reader, role=MemberRole.READER)
+        w.objects[name] = show_practice(next_practice(reader, practising, Task.EQUIVALENCE))
+
+    enrol_judge(study, judge=users[JUDGE], tasks=[Task.EQUIVALENCE], actor=coordinator)
+    w.objects["judge's read"] = show_judge_read(JudgeRead.objects.filter(judge=users[JUDGE]).order_by("queue_order")[0])
+    w.objects["spare judge"] = make_user(Role.JUDGE)
+
+    OriginalReport.objects.create(
+        dataset=Dataset.objects.get(key="mimic-cxr"),
+        source_study_id=REWRITTEN_STUDY_ID,
+        findings="Lungs are clear.",
+        impression="Normal.",
+        content_hash="0" * 32,
+    )
+    make_user(username=LOCKED_OUT)
+    AccessAttempt.objects.create(
+        username=LOCKED_OUT,
+        ip_address="10.0.0.1",
+        user_agent="test",
+        http_accept="*/*",
+        path_info="/accounts/login/",
+        get_data="",
+        post_data="",
+        failures_since_start=settings.AXES_FAILURE_LIMIT,
+    )
     return w
 
 
@@ -209,6 +276,17 @@ def _state() -> tuple:
         StudyMember.objects.count(),
         AuditEvent.objects.count(),
         sorted(Release.objects.values_list("pk", "status", "deleted_at")),
+        sorted(Study.objects.values_list("pk", "practice_items_required")),
+        sorted(StudyMember.objects.values_list("pk", "skip_practice")),
+        GuideVersion.objects.count(),
+        GuideAcknowledgement.objects.count(),
+        PracticeItem.objects.count(),
+        sorted(PracticeAttempt.objects.values_list("pk", "rated_at")),
+        JudgeEnrolment.objects.count(),
+        sorted(JudgeRead.objects.values_list("pk", "rated_at")),
+        MetricScore.objects.count(),
+        AccessAttempt.objects.count(),
+        sorted(Preferences.objects.values_list("pk", "theme", "single_key_shortcuts")),
     )
 
 
@@ -252,8 +330,14 @@ def _api_s1(rest: str) -> PathOf:
     return lambda w, kind: f"/api/studies/s1/{rest}"
 
 
-def _own(w: World, kind: str) -> Assignment:
+def _own(w: World, kind: str) -> Assignment | JudgeRead:
+    if kind == JUDGE:
+        return w["judge's read"]
     return w["own read of both" if kind == BOTH else "own read"]
+
+
+def _own_practice(w: World, kind: str) -> str:
+    return w.id("own practice of both" if kind == BOTH else "own practice")
 
 
 def _own_read(w: World, kind: str) -> str:
@@ -278,10 +362,50 @@ def _adjudication_rating(w: World, kind: str, variant: str) -> dict:
     return {"rating": Rating.MINOR_ISSUES, "rationale": "Settled.", "form_token": str(uuid.uuid4())}
 
 
-def _import(w: World, kind: str, variant: str) -> dict:
-    upload = io.BytesIO(csv_bytes([csv_row(study_id="99000001")]))
-    upload.name = "pairs.csv"
+def _file(name: str, data: bytes) -> dict:
+    upload = io.BytesIO(data)
+    upload.name = name
     return {"file": upload}
+
+
+def _import(w: World, kind: str, variant: str) -> dict:
+    return _file("pairs.csv", csv_bytes([csv_row(study_id="99000001")]))
+
+
+def _rewrites(w: World, kind: str, variant: str) -> dict:
+    row = {"dataset": "mimic-cxr", "study_id": REWRITTEN_STUDY_ID, "reref_variation": "hedging", "verdict": "accepted"}
+    row |= {"alternative_findings": "The lungs are probably clear.", "alternative_impression": "Likely normal."}
+    return _file("rewrites.csv", csv_bytes([row], columns=list(row)))
+
+
+PRACTICE_CSV = (
+    b"original_findings,original_impression,alternative_findings,alternative_impression,task2_rating,task2_explanation\r\n"
+    b"Clear.,Normal.,Lungs clear.,No acute process.,equivalent,Same content.\r\n"
+)
+
+
+def _practice(w: World, kind: str, variant: str) -> dict:
+    return _file("practice.csv", PRACTICE_CSV)
+
+
+def _practice_rating(w: World, kind: str, variant: str) -> dict:
+    return {"rating": Rating.EQUIVALENT, "rationale": "Same content.", "form_token": str(uuid.uuid4())}
+
+
+def _metric_scores(w: World, kind: str, variant: str) -> dict:
+    pair = CandidatePair.objects.filter(study=w.study, sampled=True).order_by("pk").first()
+    data = "dataset,study_id,reref_variation,metric,score\r\n"
+    data += f"{pair.dataset.key},{pair.source_study_id},{pair.variation.key},bertscore,0.9\r\n"
+    return _file("scores.csv", data.encode())
+
+
+def _guide_text(w: World, kind: str, variant: str) -> dict:
+    return {"text": "# How to read\n\nRate what you see, then say why."}
+
+
+def _confirm_guide(w: World, kind: str, variant: str) -> dict:
+    # The same body for the study the user may not see: s2 has a guide too, but it is not theirs.
+    return {"study": "s2" if variant == "other" else "s1", "version": 1}
 
 
 MATRIX: dict[tuple[str, str], Entry] = {
@@ -289,17 +413,38 @@ MATRIX: dict[tuple[str, str], Entry] = {
     ("login", "get"): Entry(frozenset(KINDS), 200, _fixed("/accounts/login/")),
     ("logout", "post"): Entry(frozenset(KINDS), 302, _fixed("/accounts/logout/")),
     # The home page sends each user to their work.
+    ("favicon", "get"): Entry(frozenset(KINDS), 301, _fixed("/favicon.ico")),
+    # The home page sends each user to their work (a data manager to the releases); without a
+    # role (or as a judge, which reads through the API only) it says whom to ask.
     ("home", "get"): Entry(
         LOGGED_IN,
-        {NO_ROLE: 200, DATA_MANAGER: 200} | dict.fromkeys(READERS | {ADJUDICATOR} | COORDINATORS, 302),
+        {NO_ROLE: 200, JUDGE: 200} | dict.fromkeys(READERS | {ADJUDICATOR, DATA_MANAGER} | COORDINATORS, 302),
         _fixed("/"),
         htmx_login=False,  # Django's login_required: the home page is never swapped in
+    ),
+    # Everyone's own settings (theme, shortcuts).
+    ("preferences", "get"): Entry(LOGGED_IN, 200, _fixed("/settings/"), htmx_login=False),
+    ("preferences", "post"): Entry(
+        LOGGED_IN,
+        302,
+        _fixed("/settings/"),
+        data=lambda w, kind, variant: {"theme": "dark", "single_key_shortcuts": "on"},
+        htmx_login=False,
+    ),
+    # Accounts locked out after failed log-ins, and unlocking one (coordinators).
+    ("locked_logins", "get"): Entry(COORDINATORS, 200, _fixed("/people/locked/")),
+    ("locked_logins", "post"): Entry(
+        COORDINATORS, 302, _fixed("/people/locked/"), data=lambda w, kind, variant: {"username": LOCKED_OUT}
     ),
     # The coordinator's pages: studies, import, sample.
     ("study_list", "get"): Entry(COORDINATORS, 200, _fixed("/studies/")),
     ("study_detail", "get"): Entry(COORDINATORS, 200, _s1(""), other=_fixed("/studies/nope/")),
+    ("example_pairs_file", "get"): Entry(COORDINATORS, 200, _fixed("/studies/example_pairs.csv")),
     ("study_import", "post"): Entry(
         COORDINATORS, 200, _s1("import/"), other=_fixed("/studies/nope/import/"), data=_import
+    ),
+    ("study_import_rewrites", "post"): Entry(
+        COORDINATORS, 200, _s1("rewrites/"), other=_fixed("/studies/nope/rewrites/"), data=_rewrites
     ),
     ("study_sample", "post"): Entry(
         COORDINATORS,
@@ -308,8 +453,60 @@ MATRIX: dict[tuple[str, str], Entry] = {
         other=_fixed("/studies/nope/sample/"),
         data=lambda w, kind, variant: {"per_variation": 1, "seed": 1},
     ),
+    # The coordinator's reader guide and practice round.
+    ("study_guide", "get"): Entry(COORDINATORS, 200, _s1("guide/"), other=_fixed("/studies/nope/guide/")),
+    ("study_guide", "post"): Entry(
+        COORDINATORS, 302, _s1("guide/"), other=_fixed("/studies/nope/guide/"), data=_guide_text
+    ),
+    ("study_practice_import", "post"): Entry(
+        COORDINATORS, 200, _s1("practice/import/"), other=_fixed("/studies/nope/practice/import/"), data=_practice
+    ),
+    ("study_practice_settings", "post"): Entry(
+        COORDINATORS,
+        302,
+        _s1("practice/settings/"),
+        other=_fixed("/studies/nope/practice/settings/"),
+        data=lambda w, kind, variant: {"practice_items_required": 2},
+    ),
+    ("study_practice_skip", "post"): Entry(
+        COORDINATORS,
+        302,
+        _s1("practice/skip/"),
+        other=_fixed("/studies/nope/practice/skip/"),
+        data=lambda w, kind, variant: {"username": w["member"].username, "skip": "on"},
+    ),
     # The reading room.
     ("reader_home", "get"): Entry(READERS | {ADJUDICATOR}, 200, _fixed("/read/")),
+    # The guide of a study the user reads or adjudicates in (s2's guide is not theirs).
+    ("reader_guide", "get"): Entry(
+        READERS | {ADJUDICATOR}, 200, _fixed("/read/s1/guide/"), other=_fixed("/read/s2/guide/")
+    ),
+    ("reader_guide", "post"): Entry(
+        READERS | {ADJUDICATOR},
+        302,
+        _fixed("/read/s1/guide/"),
+        other=_fixed("/read/s2/guide/"),
+        data=lambda w, kind, variant: {"version": 1},
+    ),
+    ("practice_next", "get"): Entry(
+        READERS, 302, _fixed("/read/s3/equivalence/practice/"), other=_fixed("/read/s2/equivalence/practice/")
+    ),
+    ("practice_page", "get"): Entry(
+        READERS,
+        200,
+        lambda w, kind: f"/read/p/{_own_practice(w, kind)}/",
+        other=_with_id("/read/p/{}/", "someone else's practice"),
+    ),
+    ("practice_page", "post"): Entry(
+        READERS,
+        200,
+        lambda w, kind: f"/read/p/{_own_practice(w, kind)}/",
+        other=_with_id("/read/p/{}/", "someone else's practice"),
+        data=_practice_rating,
+    ),
+    ("adjudication_next", "get"): Entry(
+        frozenset({ADJUDICATOR}), 302, _fixed("/adjudicate/s1/next/"), other=_fixed("/adjudicate/s2/next/")
+    ),
     ("reading_next", "get"): Entry(
         READERS, 302, _fixed("/read/s1/equivalence/next/"), other=_fixed("/read/s2/equivalence/next/")
     ),
@@ -343,6 +540,7 @@ MATRIX: dict[tuple[str, str], Entry] = {
     ("study_progress", "get"): Entry(COORDINATORS, 200, _s1("progress/"), other=_fixed("/studies/nope/progress/")),
     ("study_unrouted", "get"): Entry(COORDINATORS, 200, _s1("unrouted/"), other=_fixed("/studies/nope/unrouted/")),
     ("study_readers", "get"): Entry(COORDINATORS, 200, _s1("readers/"), other=_fixed("/studies/nope/readers/")),
+    ("study_examples", "get"): Entry(COORDINATORS, 200, _s1("examples/"), other=_fixed("/studies/nope/examples/")),
     ("reader_detail", "get"): Entry(
         COORDINATORS,
         200,
@@ -424,6 +622,23 @@ MATRIX: dict[tuple[str, str], Entry] = {
     ),
     ("results_download", "get"): Entry(COORDINATORS_AND_DATA_MANAGERS, 404, _s1("results/download/")),
     ("results_figure", "get"): Entry(COORDINATORS_AND_DATA_MANAGERS, 404, _s1("results/figures/forest.svg")),
+    # Importing metric scores is the coordinator's (the data manager only reads the results).
+    ("results_metric_scores", "post"): Entry(
+        COORDINATORS,
+        302,
+        _s1("results/metric-scores/"),
+        other=_fixed("/studies/nope/results/metric-scores/"),
+        data=_metric_scores,
+    ),
+    # Automated judges: the coordinator enrols them (a judge account enrolled nowhere yet).
+    ("study_judges", "get"): Entry(COORDINATORS, 200, _s1("judges/"), other=_fixed("/studies/nope/judges/")),
+    ("study_judges", "post"): Entry(
+        COORDINATORS,
+        302,
+        _s1("judges/"),
+        other=_fixed("/studies/nope/judges/"),
+        data=lambda w, kind, variant: {"judge": w["spare judge"].username, "tasks": [Task.EQUIVALENCE]},
+    ),
     # The API: studies, datasets, import and sample (coordinators).
     ("api-root", "get"): Entry(NOBODY, 200, _fixed("/api/")),
     ("schema", "get"): Entry(LOGGED_IN, 200, _fixed("/api/schema/")),
@@ -445,6 +660,36 @@ MATRIX: dict[tuple[str, str], Entry] = {
     ),
     ("study-summary", "get"): Entry(COORDINATORS, 200, _api_s1("summary/"), other=_fixed("/api/studies/nope/summary/")),
     ("study-pairs", "get"): Entry(COORDINATORS, 200, _api_s1("pairs/"), other=_fixed("/api/studies/nope/pairs/")),
+    ("study-rewrites", "post"): Entry(
+        COORDINATORS,
+        201,
+        _api_s1("rewrites/"),
+        other=_fixed("/api/studies/nope/rewrites/"),
+        data=_rewrites,
+        multipart=True,
+    ),
+    ("study-guide", "get"): Entry(COORDINATORS, 200, _api_s1("guide/"), other=_fixed("/api/studies/nope/guide/")),
+    ("study-guide", "post"): Entry(
+        COORDINATORS, 201, _api_s1("guide/"), other=_fixed("/api/studies/nope/guide/"), data=_guide_text
+    ),
+    ("study-practice", "get"): Entry(
+        COORDINATORS, 200, _api_s1("practice/"), other=_fixed("/api/studies/nope/practice/")
+    ),
+    ("study-practice", "post"): Entry(
+        COORDINATORS,
+        201,
+        _api_s1("practice/"),
+        other=_fixed("/api/studies/nope/practice/"),
+        data=_practice,
+        multipart=True,
+    ),
+    ("study-practice-settings", "post"): Entry(
+        COORDINATORS,
+        200,
+        _api_s1("practice-settings/"),
+        other=_fixed("/api/studies/nope/practice-settings/"),
+        data=lambda w, kind, variant: {"practice_items_required": 2},
+    ),
     ("dataset-list", "get"): Entry(COORDINATORS, 200, _fixed("/api/datasets/")),
     ("dataset-detail", "get"): Entry(
         COORDINATORS, 200, _fixed("/api/datasets/mimic-cxr/"), other=_fixed("/api/datasets/nope/")
@@ -523,6 +768,25 @@ MATRIX: dict[tuple[str, str], Entry] = {
     ("api_study_results", "post"): Entry(
         COORDINATORS_AND_DATA_MANAGERS, 202, _api_s1("results/"), other=_fixed("/api/studies/nope/results/")
     ),
+    ("api_study_metric_scores", "post"): Entry(
+        COORDINATORS,
+        201,
+        _api_s1("metric-scores/"),
+        other=_fixed("/api/studies/nope/metric-scores/"),
+        data=_metric_scores,
+        multipart=True,
+    ),
+    # Automated judges (coordinators).
+    ("api_study_judges", "get"): Entry(
+        COORDINATORS, 200, _api_s1("judges/"), other=_fixed("/api/studies/nope/judges/")
+    ),
+    ("api_study_judges", "post"): Entry(
+        COORDINATORS,
+        201,
+        _api_s1("judges/"),
+        other=_fixed("/api/studies/nope/judges/"),
+        data=lambda w, kind, variant: {"username": w["spare judge"].username, "tasks": [Task.EQUIVALENCE]},
+    ),
     # The data manager's API.
     ("study-release-list", "get"): Entry(
         frozenset({DATA_MANAGER}), 200, _api_s1("releases/"), other=_fixed("/api/studies/nope/releases/")
@@ -558,23 +822,50 @@ MATRIX: dict[tuple[str, str], Entry] = {
         _with_id("/api/releases/{}/retry/", "failed release"),
         other=_fixed(f"/api/releases/{UNKNOWN}/retry/"),
     ),
-    # The reader's API.
+    # The reader's API, which automated judges use too (their own reads; nothing of the readers').
     ("reading-next", "get"): Entry(
-        READERS, 200, lambda w, kind: f"/api/reading/next/?task={_own(w, kind).example.task}"
+        READERS_AND_JUDGES, 200, lambda w, kind: f"/api/reading/next/?task={_own(w, kind).example.task}"
     ),
-    ("reading-progress", "get"): Entry(READERS, 200, _fixed("/api/reading/progress/")),
+    ("reading-progress", "get"): Entry(READERS_AND_JUDGES, 200, _fixed("/api/reading/progress/")),
     ("reading-detail", "get"): Entry(
-        READERS,
+        READERS_AND_JUDGES,
         200,
         lambda w, kind: f"/api/reading/{_own_read(w, kind)}/",
         other=_with_id("/api/reading/{}/", "someone else's read"),
     ),
     ("reading-rating", "post"): Entry(
-        READERS,
+        READERS_AND_JUDGES,
         201,
         lambda w, kind: f"/api/reading/{_own_read(w, kind)}/rating/",
         other=_with_id("/api/reading/{}/rating/", "someone else's read"),
         data=_rating,
+    ),
+    # The guide and practice round of a study the reader reads in (a judge reads in none: 404).
+    ("reading-guide", "get"): Entry(
+        READERS_AND_JUDGES,
+        dict.fromkeys(READERS, 200) | {JUDGE: 404},
+        _fixed("/api/reading/guide/?study=s1"),
+        other=_fixed("/api/reading/guide/?study=s2"),
+    ),
+    ("reading-guide", "post"): Entry(
+        READERS_AND_JUDGES,
+        dict.fromkeys(READERS, 200) | {JUDGE: 404},
+        _fixed("/api/reading/guide/"),
+        other=_fixed("/api/reading/guide/"),
+        data=_confirm_guide,
+    ),
+    ("reading-practice", "get"): Entry(
+        READERS_AND_JUDGES,
+        dict.fromkeys(READERS, 200) | {JUDGE: 404},
+        _fixed("/api/reading/practice/?study=s3&task=equivalence"),
+        other=_fixed("/api/reading/practice/?study=s2&task=equivalence"),
+    ),
+    ("reading-practice-rating", "post"): Entry(
+        READERS_AND_JUDGES,
+        dict.fromkeys(READERS, 201) | {JUDGE: 404},
+        lambda w, kind: f"/api/reading/practice/{_own_practice(w, kind)}/rating/",
+        other=_with_id("/api/reading/practice/{}/rating/", "someone else's practice"),
+        data=_practice_rating,
     ),
 }
 

@@ -5,8 +5,11 @@ import uuid
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from annotation.guide import publish_guide
 from annotation.models import RATINGS_WITHOUT_RATIONALE, TASK_RATINGS, Role, Study, Task
+from annotation.practice import import_practice_items
 from judges.services import enrol_judge
+from tests.annotation.test_practice import practice_file, practice_row
 from tests.factories import make_user
 
 
@@ -48,3 +51,11 @@ def run_judge(judge, choose=None) -> int:
 
 def form_token() -> str:
     return str(uuid.uuid4())
+
+
+def add_guide_and_practice(study: Study, *, required: int = 2) -> None:
+    """A guide (version 1) and practice items (4 of Task 1, 2 of Task 2), `required` of each task first."""
+    publish_guide(study, "# Guide\n\nRate what a radiologist would act on.", author=None)
+    import_practice_items(study, practice_file(practice_row(1), practice_row(2)), filename="practice.csv")
+    study.practice_items_required = required
+    study.save(update_fields=["practice_items_required"])

@@ -2,11 +2,11 @@
 
 import pytest
 
-from annotation.models import Assignment, Example, Rating
+from annotation.models import Assignment, Example, GuideAcknowledgement, PracticeAttempt, Rating
 from judges.client import InProcessTransport
 from judges.models import JudgeRead
 from tests.factories import make_reading_study
-from tests.judges.helpers import enrol, make_judge
+from tests.judges.helpers import add_guide_and_practice, enrol, make_judge
 from tools.judge_client import HttpTransport, JudgeClientError, rule_based_judge, run
 
 
@@ -59,6 +59,44 @@ def test_a_refused_rating_stops_the_client_with_the_servers_answer():
     with pytest.raises(JudgeClientError, match="rationale is required"):
         run(InProcessTransport(judge), lambda item: (item["labels"][2]["value"], ""))
     assert JudgeRead.objects.rated().count() == 0
+
+
+@pytest.mark.django_db
+def test_the_client_confirms_the_guide_and_practises_when_the_judge_must_and_only_then():
+    study, _, _ = make_reading_study(pairs=2)
+    add_guide_and_practice(study, required=2)
+    practising, skipping = make_judge("practising-bot"), make_judge("skipping-bot")
+    enrol(study, practising, practise=True)
+    enrol(study, skipping)
+    guides = []
+
+    report = run(InProcessTransport(practising), rule_based_judge, read_guide=guides.append)
+    skipped = run(InProcessTransport(skipping), rule_based_judge)
+
+    assert report.rated == skipped.rated == {"realism": 4, "equivalence": 2}
+    assert report.practised == {"realism": 2, "equivalence": 2}
+    assert skipped.practised == {"realism": 0, "equivalence": 0}
+    assert [guide["version"] for guide in guides] == [1] and "radiologist" in guides[0]["text"]
+    assert list(GuideAcknowledgement.objects.values_list("reader__username", flat=True)) == ["practising-bot"]
+    assert set(PracticeAttempt.objects.values_list("reader__username", flat=True)) == {"practising-bot"}
+    assert JudgeRead.objects.open().count() == 0
+
+
+class AlwaysTheGuide:
+    """A server that keeps asking for the guide however often it is confirmed."""
+
+    def get(self, path: str):
+        if path.startswith("/api/reading/guide/"):
+            return 200, {"version": 1, "text": "Guide."}
+        return 409, {"detail": "Read the guide.", "required": "guide", "study": "s", "task": "realism"}
+
+    def post(self, path: str, body: dict):
+        return 200, {"created": False}
+
+
+def test_the_client_stops_when_a_step_it_did_is_asked_for_again():
+    with pytest.raises(JudgeClientError, match="still 409"):
+        run(AlwaysTheGuide(), rule_based_judge, tasks=("realism",))
 
 
 @pytest.mark.django_db(transaction=True)

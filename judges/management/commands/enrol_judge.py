@@ -1,3 +1,5 @@
+import argparse
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -18,6 +20,12 @@ class Command(BaseCommand):
         parser.add_argument("--task", action="append", choices=Task.values, help="Repeat for both (default: both).")
         parser.add_argument("--per-variation", type=int, help="Pairs per variation (default: every sampled pair).")
         parser.add_argument("--seed", type=int, help="Draws the subset (default: the study's seed).")
+        parser.add_argument(
+            "--practise",
+            action=argparse.BooleanOptionalAction,
+            help="Confirm the study's guide and rate its practice items first, as a reader does (--no-practise: skip "
+            "them; default: skip for a new enrolment, unchanged otherwise).",
+        )
 
     def handle(self, *args, **options) -> None:
         study = Study.objects.filter(slug=options["study"]).first()
@@ -33,6 +41,7 @@ class Command(BaseCommand):
                 tasks=options["task"] or list(Task.values),
                 per_variation=options["per_variation"],
                 seed=options["seed"],
+                practise=options["practise"],
             )
         except EnrolmentRefused as refused:
             raise CommandError(str(refused)) from None
