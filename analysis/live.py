@@ -120,7 +120,7 @@ def reads_query(study: Study, datasets: list[str]) -> tuple[str, list]:
         rows._field(dialect, "a.rationale"),
         "COALESCE(CAST(a.duration_ms AS text), '')",
     ]
-    where = ["e.study_id = %s", "a.voided_at IS NULL"]
+    where = ["e.study_id = %s", "a.voided_at IS NULL", "a.settled_at IS NOT NULL"]
     params.append(study.pk)
     if datasets:
         where.append(f"d.key IN ({', '.join(['%s'] * len(datasets))})")

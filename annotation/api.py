@@ -51,15 +51,17 @@ from annotation.practice import (
     show_practice,
     submit_practice,
 )
-from annotation.reading import next_assignment, queue_position, reader_queues, reading_item
+from annotation.reading import next_assignment, queue_position, reader_queues, reading_item, undo_seconds_left
 from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs
 from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.services import (
     AlreadySubmitted,
     NotShownYet,
     SubmissionRefused,
+    UndoRefused,
     show_assignment,
     submit_annotation,
+    undo_last_rating,
 )
 from consensus.services import NotFound as ConsensusNotFound
 from judges import api as judge_api
@@ -455,8 +457,35 @@ class ReadingViewSet(viewsets.ViewSet):
             "rationale": result.annotation.rationale,
             "created": result.created,
             "next": following.public_id if following else None,
+            "undo_seconds": undo_seconds_left(result.annotation),
         }
         return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+
+    @extend_schema(
+        request=None,
+        responses={200: serializers.UndoResultSerializer, 409: serializers.DetailSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def undo(self, request: Request) -> Response:
+        """Take back your last rating while its undo window is open (until your next rating, or the study's
+        window, 2 minutes by default). The item is open again, first in its queue; the answer holds what you
+        had sent. Once the rating has settled: 409 with the reason (a coordinator can void it)."""
+        # It takes no body, but a malformed or too deeply nested one is refused as everywhere else.
+        request.data  # noqa: B018 (parsing is the point)
+        if is_judge(request.user):
+            detail = "An automated judge's ratings are final: they cannot be taken back."
+            return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
+        try:
+            result = undo_last_rating(request.user)
+        except UndoRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+        body = {
+            "id": result.assignment.public_id,
+            "rating": result.rating,
+            "rationale": result.rationale,
+            "detail": "Your rating was taken back. Rate the item again (GET /api/reading/<id>/), or later.",
+        }
+        return Response(serializers.UndoResultSerializer(body).data)
 
     @extend_schema(responses={200: serializers.QueueSerializer(many=True)})
     @action(detail=False, methods=["get"])

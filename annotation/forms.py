@@ -1,13 +1,36 @@
 from django import forms
 
-from annotation.models import GUIDE_MAX_LENGTH, RATIONALE_MAX_LENGTH, TASK_RATINGS, Dataset, Preferences, Rating, Study
+from annotation.models import (
+    DEFAULT_UNDO_WINDOW_SECONDS,
+    GUIDE_MAX_LENGTH,
+    RATIONALE_MAX_LENGTH,
+    TASK_RATINGS,
+    Dataset,
+    Preferences,
+    Rating,
+    Study,
+)
 
 
 class StudyForm(forms.ModelForm):
     class Meta:
         model = Study
-        fields = ["name", "slug", "keep_versions_apart"]
+        fields = ["name", "slug", "keep_versions_apart", "undo_window_seconds"]
         help_texts = {"slug": "Short name used in URLs and commands, e.g. reref-2026."}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["undo_window_seconds"].required = False
+
+    def clean_undo_window_seconds(self) -> int:
+        value = self.cleaned_data["undo_window_seconds"]
+        return DEFAULT_UNDO_WINDOW_SECONDS if value is None else value
+
+
+class UndoWindowForm(forms.ModelForm):
+    class Meta:
+        model = Study
+        fields = ["undo_window_seconds"]
 
 
 class ImportForm(forms.Form):

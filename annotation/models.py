@@ -3,13 +3,16 @@
 import hashlib
 import secrets
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 from django.urls import reverse
+from django.utils import timezone
 
 from annotation import queues
 
@@ -87,6 +90,11 @@ TASK_RATINGS: dict[str, tuple[str, ...]] = {
 RATINGS_WITHOUT_RATIONALE = (Rating.REALISTIC, Rating.EQUIVALENT)
 # A rationale says what the reader found: a few sentences, never a document.
 RATIONALE_MAX_LENGTH = 10_000
+
+
+# How long a reader may take back a rating by default, and at most (a longer window only delays routing).
+DEFAULT_UNDO_WINDOW_SECONDS = 120
+MAX_UNDO_WINDOW_SECONDS = 3600
 
 
 def rationale_fits() -> LessThanOrEqual:
@@ -210,6 +218,13 @@ class Study(models.Model):
     license_text = models.TextField(
         blank=True, help_text="The licence of the release files (LICENSE.txt), unless a build supplies one."
     )
+    undo_window_seconds = models.PositiveIntegerField(
+        "undo window (seconds)",
+        default=DEFAULT_UNDO_WINDOW_SECONDS,
+        validators=[MaxValueValidator(MAX_UNDO_WINDOW_SECONDS)],
+        help_text="How long a reader may take back a rating (until their next submit at the latest); routing "
+        f"waits for it. 0 turns undo off and routes at once. At most {MAX_UNDO_WINDOW_SECONDS} seconds.",
+    )
     guide_number = models.PositiveIntegerField(
         default=0,
         editable=False,
@@ -232,6 +247,9 @@ class Study(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(condition=Q(reads_per_example=2), name="study_reads_per_example_is_2"),
+            models.CheckConstraint(
+                condition=Q(undo_window_seconds__lte=MAX_UNDO_WINDOW_SECONDS), name="study_undo_window_at_most_an_hour"
+            ),
         ]
         permissions = [
             ("coordinate_study", "Can import, sample, assign and monitor studies"),
@@ -271,6 +289,10 @@ class Study(models.Model):
         ]
         summary.sort(key=lambda r: (r["dataset"], r["position"], r["variation"]))
         return summary
+
+    @property
+    def undo_window(self) -> timedelta:
+        return timedelta(seconds=self.undo_window_seconds)
 
     def reading_has_started(self) -> bool:
         """True once any example of the study has been put in a reader's queue (even if withdrawn)."""
@@ -571,6 +593,12 @@ class Assignment(models.Model):
     report_a_type = models.CharField(
         max_length=16, choices=ReportType.choices, blank=True, help_text="Task 2: which report was shown as A."
     )
+    # After the reader took back their rating: its time on task, and when they resumed. The next
+    # rating's time on task is the first plus the time since resuming.
+    time_before_undo_ms = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Time on task of the ratings of this read its reader took back."
+    )
+    resumed_at = models.DateTimeField(null=True, blank=True, help_text="When its reader last took back its rating.")
 
     objects = AssignmentQuerySet.as_manager()
 
@@ -658,7 +686,12 @@ class ReaderQueue(models.Model):
 
 
 class Annotation(models.Model):
-    """One reader's rating of one example. Stored once, never edited; a coordinator may void it."""
+    """One reader's rating of one example. Stored once, never edited; a coordinator may void it.
+
+    It settles when its undo window closes: at its reader's next submit or at settle_by, whichever
+    comes first (consensus.services). Until then its reader may take it back, which deletes it
+    (the audit trail keeps it) and routing ignores it; a reader has at most one unsettled rating.
+    """
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     assignment = models.OneToOneField(Assignment, on_delete=models.PROTECT, related_name="annotation")
@@ -670,7 +703,19 @@ class Annotation(models.Model):
     form_token = models.UUIDField(unique=True, help_text="Makes a repeated submission of one form harmless.")
     report_a_type = models.CharField(max_length=16, choices=ReportType.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    duration_ms = models.PositiveIntegerField(null=True, blank=True, help_text="First shown -> submitted.")
+    duration_ms = models.PositiveIntegerField(
+        null=True, blank=True, help_text="First shown -> submitted (with the time spent before any undo)."
+    )
+    # A row written without the service (bulk loads, fixtures) is settled: final, as it was stored.
+    settle_by = models.DateTimeField(
+        default=timezone.now, help_text="When its undo window closes (submitted + the study's undo window)."
+    )
+    settled_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        default=timezone.now,
+        help_text="When it became final and routing acted on it; empty while its reader can take it back.",
+    )
     guide_version = models.ForeignKey(
         "GuideVersion",
         on_delete=models.PROTECT,
@@ -697,6 +742,17 @@ class Annotation(models.Model):
                 condition=Q(voided_at__isnull=True) | ~Q(void_reason=""), name="annotation_void_has_reason"
             ),
             models.CheckConstraint(condition=rationale_fits(), name="annotation_rationale_max_length"),
+            # Settling the previous rating is part of every submit: one rating at a time can be undone.
+            models.UniqueConstraint(
+                fields=["reader"], condition=Q(settled_at__isnull=True), name="annotation_one_unsettled_per_reader"
+            ),
+            models.CheckConstraint(
+                condition=Q(voided_at__isnull=True) | Q(settled_at__isnull=False), name="annotation_voided_is_settled"
+            ),
+        ]
+        indexes = [
+            # The worker's sweep: the unsettled ratings whose window has closed.
+            models.Index(fields=["settle_by"], condition=Q(settled_at__isnull=True), name="annotation_unsettled_due"),
         ]
 
     def __str__(self) -> str:
@@ -705,6 +761,10 @@ class Annotation(models.Model):
     @property
     def is_voided(self) -> bool:
         return self.voided_at is not None
+
+    @property
+    def is_settled(self) -> bool:
+        return self.settled_at is not None
 
 
 class AuditAction(models.TextChoices):
@@ -718,6 +778,7 @@ class AuditAction(models.TextChoices):
     CONSENSUS = "consensus", "Consensus reached"
     CONSENSUS_WITHDRAWN = "consensus_withdrawn", "Consensus withdrawn"
     ADJUDICATED = "adjudicated", "Adjudicated"
+    UNDONE = "undone", "Rating taken back by its reader"
     MEMBER_ADDED = "member_added", "Member added"
     MEMBER_CHANGED = "member_changed", "Member changed"
     GUIDE_PUBLISHED = "guide_published", "Guide version published"

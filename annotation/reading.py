@@ -5,15 +5,21 @@ can leak them: for a pair, the original's and the alternative's Task 1 items dif
 their text.
 """
 
+import math
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import Q, Subquery
+from django.utils import timezone
 
 from annotation.models import (
     RATINGS_WITHOUT_RATIONALE,
     TASK_RATINGS,
+    Annotation,
     Assignment,
     AssignmentStatus,
+    AuditAction,
+    AuditEvent,
     Example,
     Rating,
     ReaderQueue,
@@ -183,3 +189,78 @@ def next_assignment(
         queue = queue.filter(study__slug=study_slug)
     first = queue.order_by("study_id", "queue_order", "pk").values("pk")[:1]
     return Assignment.objects.select_related("example__pair", "example__study").filter(pk=Subquery(first)).first()
+
+
+@dataclass(frozen=True)
+class SavedNotice:
+    """What a reader is told about their last rating: "Saved: Item 6, Minor Issues", and whether they can
+    still take it back and for how many seconds. Made of their own rating and the clock, nothing else."""
+
+    item: int
+    rating_label: str
+    task: str
+    task_label: str
+    study_slug: str
+    undoable: bool
+    seconds_left: int
+    window_seconds: int
+
+
+def saved_notice(reader, *, saved: Annotation | None = None, now: datetime | None = None) -> SavedNotice | None:
+    """The notice about the rating just stored (saved), else about the reader's rating that can still be
+    taken back (None if there is none). Two queries."""
+    now = now or timezone.now()
+    if saved is None:
+        saved = (
+            Annotation.objects.filter(reader=reader, settled_at__isnull=True, settle_by__gt=now)
+            .select_related("example__study")
+            .first()
+        )
+        if saved is None:
+            return None
+    study = saved.example.study
+    # Its item number: the ratings in its queue, this one included (it is the reader's newest).
+    item = (
+        ReaderQueue.objects.filter(reader=reader, study_id=study.pk, task=saved.task)
+        .values_list("rated_count", flat=True)
+        .first()
+    )
+    seconds_left = undo_seconds_left(saved, now=now)
+    return SavedNotice(
+        item=item or 1,
+        rating_label=Rating(saved.rating).label,
+        task=saved.task,
+        task_label=Task(saved.task).label,
+        study_slug=study.slug,
+        undoable=seconds_left > 0,
+        seconds_left=seconds_left,
+        window_seconds=study.undo_window_seconds,
+    )
+
+
+def undo_seconds_left(annotation: Annotation, *, now: datetime | None = None) -> int:
+    """For how many more seconds the reader can take this rating back (0 once it has settled or its window closed)."""
+    if annotation.settled_at is not None:
+        return 0
+    return max(0, math.ceil((annotation.settle_by - (now or timezone.now())).total_seconds()))
+
+
+def taken_back_rating(assignment: Assignment) -> dict[str, str] | None:
+    """{"rating", "rationale"} of the reader's last rating of this read that they took back, if any (to
+    fill the form with). One query, only for a read that was taken back."""
+    if assignment.resumed_at is None:
+        return None
+    before = (
+        AuditEvent.objects.filter(
+            study_id=assignment.study_id,
+            example_id=assignment.example_id,
+            subject_id=assignment.reader_id,
+            action=AuditAction.UNDONE,
+        )
+        .order_by("-pk")
+        .values_list("before", flat=True)
+        .first()
+    )
+    if not before:
+        return None
+    return {"rating": before.get("rating", ""), "rationale": before.get("rationale", "")}

@@ -33,6 +33,7 @@ class StudySerializer(serializers.ModelSerializer):
             "name",
             "reads_per_example",
             "keep_versions_apart",
+            "undo_window_seconds",
             "sample_seed",
             "sample_per_variation",
             "sample_datasets",
@@ -46,9 +47,11 @@ class StudySerializer(serializers.ModelSerializer):
 
     def create(self, validated_data: dict) -> Study:
         study = Study.objects.create_with_taxonomy(slug=validated_data["slug"], name=validated_data["name"])
-        if "keep_versions_apart" in validated_data:
-            study.keep_versions_apart = validated_data["keep_versions_apart"]
-            study.save(update_fields=["keep_versions_apart"])
+        chosen = [key for key in ("keep_versions_apart", "undo_window_seconds") if key in validated_data]
+        if chosen:
+            for key in chosen:
+                setattr(study, key, validated_data[key])
+            study.save(update_fields=chosen)
         return study
 
 
@@ -199,6 +202,17 @@ class RatingResultSerializer(serializers.Serializer):
     rationale = serializers.CharField(allow_blank=True)
     created = serializers.BooleanField(help_text="False when this form token had already been stored.")
     next = serializers.UUIDField(allow_null=True, help_text="The next open assignment of this queue.")
+    undo_seconds = serializers.IntegerField(
+        help_text="For how many more seconds you can take this rating back (POST /api/reading/undo/), unless you "
+        "submit another rating first; 0 once it has settled (or when the study's undo is off)."
+    )
+
+
+class UndoResultSerializer(serializers.Serializer):
+    id = serializers.UUIDField(help_text="The assignment, open again and first in its queue: fetch it to rate it.")
+    rating = serializers.CharField(help_text="The rating you took back.")
+    rationale = serializers.CharField(allow_blank=True, help_text="Its rationale.")
+    detail = serializers.CharField()
 
 
 class QueueSerializer(serializers.Serializer):

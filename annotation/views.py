@@ -12,7 +12,7 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseClientRedirect, push_url
+from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from annotation.accounts import UnlockRefused, attempts_left, cool_off_text, locked_accounts, unlock_account
 from annotation.decorators import SESSION_ENDED, role_required
@@ -28,6 +28,7 @@ from annotation.forms import (
     SampleForm,
     SkipPracticeForm,
     StudyForm,
+    UndoWindowForm,
 )
 from annotation.guide import (
     GuideRefused,
@@ -62,6 +63,8 @@ from annotation.reading import (
     queue_position,
     reader_queues,
     reading_item,
+    saved_notice,
+    taken_back_rating,
 )
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs, save_preferences
@@ -72,10 +75,12 @@ from consensus.services import (
     NotFound,
     NotShownYet,
     SubmissionRefused,
+    UndoRefused,
     show_adjudication,
     show_assignment,
     submit_adjudication,
     submit_annotation,
+    undo_last_rating,
 )
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
@@ -158,7 +163,8 @@ def study_list(request: HttpRequest) -> HttpResponse:
         with transaction.atomic():
             study = Study.objects.create_with_taxonomy(slug=form.cleaned_data["slug"], name=form.cleaned_data["name"])
             study.keep_versions_apart = form.cleaned_data["keep_versions_apart"]
-            study.save(update_fields=["keep_versions_apart"])
+            study.undo_window_seconds = form.cleaned_data["undo_window_seconds"]
+            study.save(update_fields=["keep_versions_apart", "undo_window_seconds"])
         return redirect(study)
     studies = Study.objects.order_by("name")
     return render(request, "annotation/study_list.html", {"studies": studies, "form": form})
@@ -172,6 +178,7 @@ def _study_context(study: Study, **extra) -> dict:
         "import_form": ImportForm(),
         "rewrites_form": RewriteImportForm(),
         "sample_form": SampleForm(initial={"per_variation": study.sample_per_variation or 10}),
+        "undo_form": UndoWindowForm(instance=study),
         **extra,
     }
 
@@ -267,6 +274,19 @@ def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_partial(request, "sample-result", context, status=status)
 
 
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_undo_window(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set how long readers may take back a rating; ratings stored before keep their own window."""
+    study = get_object_or_404(Study, slug=slug)
+    form = UndoWindowForm(request.POST, instance=study)
+    if not form.is_valid():
+        return _render_partial(request, "undo-window", {"study": study, "undo_form": form}, status=UNPROCESSABLE)
+    form.save()
+    context = {"study": study, "undo_form": UndoWindowForm(instance=study), "undo_saved": True}
+    return _render_partial(request, "undo-window", context, status=200)
+
+
 def _render_partial(request: HttpRequest, partial: str, context: dict, *, status: int) -> HttpResponse:
     if request.htmx:
         return render(request, f"annotation/study_detail.html#{partial}", context, status=status)
@@ -281,14 +301,19 @@ def _render_partial(request: HttpRequest, partial: str, context: dict, *, status
 def _reading_context(request: HttpRequest, assignment: Assignment, form: RatingForm | None = None, **extra) -> dict:
     example = assignment.example
     position = queue_position(assignment)
+    taken_back = None
     if form is None and assignment.status == AssignmentStatus.OPEN:
-        form = RatingForm(task=example.task, initial={"form_token": uuid.uuid4()})
+        # A rating the reader took back fills the form again, to change and submit.
+        taken_back = taken_back_rating(assignment)
+        form = RatingForm(task=example.task, initial={"form_token": uuid.uuid4(), **(taken_back or {})})
     stored = getattr(assignment, "annotation", None) if assignment.status != AssignmentStatus.OPEN else None
+    extra.setdefault("saved_notice", saved_notice(request.user))
     return {
         "assignment": assignment,
         "item": reading_item(example, report_a_type=assignment.report_a_type),
         "form": form,
         "stored": stored,
+        "taken_back": taken_back,
         "position": position,
         "next_url": reverse("reading_next", args=[example.study.slug, example.task]),
         **extra,
@@ -313,7 +338,8 @@ def reader_home(request: HttpRequest) -> HttpResponse:
     adjudicates = has_role(request.user, Role.ADJUDICATOR)
     adjudications = adjudication_queues(request.user) if adjudicates else []
     studies = home_studies(queues, adjudications)
-    return render(request, "annotation/reader_home.html", {"studies": studies, "adjudicates": adjudicates})
+    context = {"studies": studies, "adjudicates": adjudicates, "saved_notice": saved_notice(request.user)}
+    return render(request, "annotation/reader_home.html", context)
 
 
 @role_required(Role.ADJUDICATOR)
@@ -374,7 +400,7 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
     if not form.is_valid():
         return render(request, panel, _reading_context(request, assignment, form), status=UNPROCESSABLE)
     try:
-        submit_annotation(
+        result = submit_annotation(
             reader=request.user,
             assignment_id=assignment.public_id,
             rating=form.cleaned_data["rating"],
@@ -408,12 +434,44 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
     following = next_assignment(request.user, task=example.task, study_id=example.study_id)
     if not request.htmx:
         return redirect("reading_page", following.public_id) if following else redirect("reader_home")
+    notice = saved_notice(request.user, saved=result.annotation)
     if following is None:
-        response = render(request, "annotation/reading.html#queue-done", {"task_label": Task(example.task).label})
+        context = {"task_label": Task(example.task).label, "saved_notice": notice}
+        response = render(request, "annotation/reading.html#queue-done", context)
         return push_url(response, reverse("reader_home"))
     show_assignment(following)
-    response = render(request, "annotation/reading.html#reading-panel", _reading_context(request, following))
+    context = _reading_context(request, following, saved_notice=notice)
+    response = render(request, "annotation/reading.html#reading-panel", context)
     return push_url(response, reverse("reading_page", args=[following.public_id]))
+
+
+@require_POST
+@role_required(Role.READER)
+def reading_undo(request: HttpRequest) -> HttpResponse:
+    """Take back the reader's last rating and return them to its item, its form filled with what they sent."""
+    try:
+        result = undo_last_rating(request.user)
+    except UndoRefused as refused:
+        if not request.htmx:
+            messages.error(request, str(refused))
+            return redirect("reader_home")
+        return render(request, "annotation/_saved_notice.html", {"refusal": str(refused)}, status=409)
+    assignment = _own_assignment(request, result.assignment.public_id)
+    study = assignment.example.study
+    step = pending_step(request.user, study, assignment.task)
+    if step is not None:
+        # The guide changed meanwhile (or practice became due): that step comes first, as before any item.
+        messages.success(request, "Your rating was taken back. The item waits first in your queue.")
+        messages.info(request, step.detail)
+        url = _step_url(step, study, assignment.task)
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    if not request.htmx:
+        return redirect("reading_page", assignment.public_id)
+    context = _reading_context(request, assignment, saved_notice=None)
+    response = render(request, "annotation/reading.html#reading-panel", context)
+    # The button sits in the notice, which a refusal replaces; the item replaces the whole panel.
+    response = reswap(retarget(response, "#reading"), "outerHTML settle:0ms")
+    return push_url(response, reverse("reading_page", args=[assignment.public_id]))
 
 
 # --- Adjudication -----------------------------------------------------------------------------

@@ -54,7 +54,9 @@ def prior_ratings(adjudication) -> list[PriorRating]:
     """
     example = adjudication.example
     annotations = list(
-        example.annotations.filter(voided_at__isnull=True).only("public_id", "rating", "rationale", "report_a_type")
+        example.annotations.filter(voided_at__isnull=True, settled_at__isnull=False).only(
+            "public_id", "rating", "rationale", "report_a_type"
+        )
     )
     annotations.sort(key=lambda a: tiebreak(example.study.seed, "prior-order", adjudication.public_id, a.public_id))
     return [

@@ -326,13 +326,18 @@ def waiting_for(example: Example) -> str:
 def unrouted_examples(study: Study, viewer: AbstractBaseUser) -> list[Example]:
     """Examples that need a third reader, an adjudicator or a reader and found nobody eligible.
 
-    Each carries n_ratings (ratings not voided), waiting_for (a WaitingFor) and hidden (its pair
+    Each carries n_ratings (settled ratings not voided), waiting_for (a WaitingFor) and hidden (its pair
     is hidden from viewer). Two queries.
     """
     examples = list(
         Example.objects.filter(study=study, unrouted=True)
         .select_related("pair__dataset", "pair__variation")
-        .annotate(n_ratings=Count("annotations", filter=Q(annotations__voided_at__isnull=True)))
+        .annotate(
+            n_ratings=Count(
+                "annotations",
+                filter=Q(annotations__voided_at__isnull=True, annotations__settled_at__isnull=False),
+            )
+        )
         .order_by("task", "pair__dataset__key", "pair__variation__position", "pair__source_study_id", "report_type")
     )
     for example in examples:

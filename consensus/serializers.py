@@ -111,6 +111,10 @@ class AnnotationRecordSerializer(serializers.Serializer):
     report_a_type = serializers.CharField()
     created_at = serializers.DateTimeField()
     duration_ms = serializers.IntegerField(allow_null=True)
+    settle_by = serializers.DateTimeField(help_text="When its reader's undo window closes (or closed).")
+    settled_at = serializers.DateTimeField(
+        allow_null=True, help_text="When routing acted on it; null while its reader can still take it back."
+    )
     voided = serializers.BooleanField(source="is_voided")
     voided_at = serializers.DateTimeField(allow_null=True)
     voided_by = serializers.SerializerMethodField()

@@ -8,9 +8,11 @@ are serialized and exactly one of them routes the third read. Partial unique con
 hold the same rules in the database should anything slip past.
 """
 
+import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
@@ -27,6 +29,7 @@ from annotation.models import (
     THIRD_READ_SLOT,
     Annotation,
     Assignment,
+    AssignmentQuerySet,
     AssignmentStatus,
     AuditAction,
     AuditEvent,
@@ -42,6 +45,8 @@ from annotation.models import (
     tiebreak,
 )
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+
+logger = logging.getLogger("readingroom.consensus")
 
 INITIAL_SLOTS = (1, 2)
 # queue_order values are drawn from [0, 2**63): tiebreak() keeps 63 bits.
@@ -75,6 +80,19 @@ class NotFound(Exception):
     """No such open work for this user (never theirs, withdrawn, or finished)."""
 
 
+class UndoRefused(Exception):
+    """The reader's last rating cannot be taken back; the message says why, in the reader's words."""
+
+
+class _UnsettledRatingMoved(Exception):
+    """The reader's unsettled rating changed between reading it and locking its example."""
+
+
+# A submit starts again (at most this often) when another tab of the same reader changed their
+# unsettled rating in the meantime.
+SUBMIT_ATTEMPTS = 3
+
+
 @dataclass(frozen=True)
 class SubmitResult:
     annotation: Annotation
@@ -104,8 +122,10 @@ def lock_example(example_pk: int | Subquery) -> Example | None:
     are read along but not locked, so readers of different examples never wait for each other.
 
     example_pk may be a subquery (locks in one query what it finds; None if it finds nothing).
+    FOR NO KEY UPDATE: workflows still exclude each other, but a row that merely refers to the
+    example (an audit event a reader's undo writes) never waits for whoever holds it.
     """
-    examples = Example.objects.select_for_update(of=("self",)).select_related("study", "pair")
+    examples = Example.objects.select_for_update(of=("self",), no_key=True).select_related("study", "pair")
     if isinstance(example_pk, Subquery):
         return examples.filter(pk=example_pk).first()
     return examples.get(pk=example_pk)
@@ -120,33 +140,48 @@ def submit_annotation(
     form_token: uuid.UUID,
     require_shown: bool = False,
 ) -> SubmitResult:
-    """Store a reader's rating of their own open assignment, then route the example.
+    """Store a reader's rating of their own open assignment; route the example once it settles.
 
-    The same form_token twice (a double click, a retry, concurrent requests) stores one
+    It settles at once when the study's undo window is 0, else at the reader's next submit (this
+    function settles their previous rating first) or at its settle_by (settle_due_ratings). The
+    same form_token twice (a double click, a retry, concurrent requests) stores one
     annotation and answers every call with it. Another submission of an assignment that is
     already rated raises AlreadySubmitted. With require_shown, an assignment that was never
     shown (show_assignment) is refused with NotShownYet.
     """
     assignment_id = uuid.UUID(str(assignment_id))
-    try:
-        with transaction.atomic(), queues.counting():
-            return _store_annotation(reader, assignment_id, rating, rationale, form_token, require_shown)
-    except IntegrityError:
-        # The token is unique: it was used before, on another assignment (refused) or, by a
-        # concurrent request that committed first, on this one (answered with its annotation).
-        previous = Annotation.objects.filter(form_token=form_token).select_related("assignment").first()
-        if previous is None or previous.assignment.public_id != assignment_id:
-            if previous is not None:
-                raise SubmissionRefused("This form was already used for another example. Reload the page.") from None
-            raise
-        return SubmitResult(previous, created=False)
+    for attempt in range(SUBMIT_ATTEMPTS):
+        try:
+            with transaction.atomic(), queues.counting():
+                return _store_annotation(reader, assignment_id, rating, rationale, form_token, require_shown)
+        except _UnsettledRatingMoved:
+            continue  # the reader's unsettled rating changed before its example was locked: again
+        except IntegrityError:
+            # The token is unique: it was used before, on another assignment (refused) or, by a
+            # concurrent request that committed first, on this one (answered with its annotation).
+            previous = Annotation.objects.filter(form_token=form_token).select_related("assignment").first()
+            if previous is None and attempt + 1 < SUBMIT_ATTEMPTS:
+                # Another tab of this reader stored an unsettled rating first (one per reader): again.
+                continue
+            if previous is None or previous.assignment.public_id != assignment_id:
+                if previous is not None:
+                    raise SubmissionRefused(
+                        "This form was already used for another example. Reload the page."
+                    ) from None
+                raise
+            return SubmitResult(previous, created=False)
+    raise SubmissionRefused("Your rating could not be stored: another of your tabs was saving at once. Submit again.")
 
 
 def _store_annotation(
     reader, assignment_id: uuid.UUID, rating: str, rationale: str, form_token: uuid.UUID, require_shown: bool
 ) -> SubmitResult:
     own = Assignment.objects.filter(public_id=assignment_id, reader=reader)
-    example = lock_example(Subquery(own.values("example_id")[:1]))
+    unsettled = _unsettled_rating_of(reader)
+    if unsettled is None:
+        example = lock_example(Subquery(own.values("example_id")[:1]))
+    else:
+        example, unsettled_example = _lock_with_unsettled(reader, own, unsettled)
     # Read after the lock: a concurrent submit, void or withdrawal of this example has finished.
     assignment = own.select_related("annotation").first() if example else None
     if assignment is None:
@@ -166,12 +201,15 @@ def _store_annotation(
         # kept the item from an earlier session): fix the order now, as showing would have.
         assignment.report_a_type = _draw_report_a(example, assignment)
         Assignment.objects.filter(pk=assignment.pk).update(report_a_type=assignment.report_a_type)
+    if assignment.resumed_at is not None and _was_taken_back(assignment, form_token):
+        raise SubmissionRefused("You took this rating back. Choose your rating again and submit it.")
     now = timezone.now()
-    duration = None
-    if assignment.first_shown_at is not None:
-        duration = max(0, int((now - assignment.first_shown_at).total_seconds() * 1000))
+    if unsettled is not None:
+        # The reader's next submit closes the undo window of their previous rating.
+        _settle(unsettled[0], unsettled_example, now=now)
     # No savepoint around the insert: a reused token fails the whole transaction, and the
     # caller answers from what is stored.
+    window = example.study.undo_window
     annotation = Annotation.objects.create(
         assignment=assignment,
         example=example,
@@ -181,7 +219,9 @@ def _store_annotation(
         rationale=rationale,
         form_token=form_token,
         report_a_type=assignment.report_a_type,
-        duration_ms=duration,
+        duration_ms=_time_on_task(assignment, now),
+        settle_by=now + window,
+        settled_at=None if window else now,
         guide_version_id=confirmed_version_id(reader, example.study),
     )
     Assignment.objects.filter(pk=assignment.pk).update(status=AssignmentStatus.DONE)
@@ -194,7 +234,10 @@ def _store_annotation(
         subject=reader,
         after={"assignment": str(assignment.public_id), "slot": assignment.slot, "rating": rating},
     )
-    route_example(example)
+    if annotation.is_settled:
+        route_example(example)
+    else:
+        transaction.on_commit(lambda: _enqueue_settlement(annotation.settle_by))
     return SubmitResult(annotation, created=True)
 
 
@@ -204,8 +247,13 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
     Two agreeing reads -> consensus (unanimous). Two disagreeing -> one more reader. Three with a
     majority -> consensus (majority). Three all different -> one adjudicator, whose rating is
     the consensus (adjudicated). With refill (after a void), free initial slots get readers too.
+    Only settled ratings count; a rating still in its undo window is a read under way.
     """
-    ratings = list(example.annotations.filter(voided_at__isnull=True).order_by("pk").values_list("rating", flat=True))
+    ratings = list(
+        example.annotations.filter(voided_at__isnull=True, settled_at__isnull=False)
+        .order_by("pk")
+        .values_list("rating", flat=True)
+    )
     count = len(ratings)
 
     if count == 2 and ratings[0] == ratings[1]:
@@ -226,7 +274,7 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
 
     if count == 2:
         _set_state(example, ExampleState.THIRD_READ)
-        if not example.assignments.open().exists():
+        if not _reads_under_way(example, count):
             _route_reads(example, 1, action=AuditAction.THIRD_READ_ROUTED, actor=actor)
         return
 
@@ -236,9 +284,15 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
         _set_state(example, ExampleState.WAITING, unrouted=example.unrouted, reason=example.unrouted_reason)
         return
     _set_state(example, ExampleState.WAITING)
-    missing = 2 - count - example.assignments.open().count()
+    missing = 2 - count - _reads_under_way(example, count)
     if missing > 0:
         _route_reads(example, missing, action=AuditAction.ASSIGNED, actor=actor)
+
+
+def _reads_under_way(example: Example, settled: int) -> int:
+    """Open reads of the example, and ratings of it still in their undo window (the active
+    assignments that have no settled rating)."""
+    return example.assignments.active().count() - settled
 
 
 def _set_state(example: Example, state: str, *, unrouted: bool | None = None, reason: str = "") -> None:
@@ -560,6 +614,12 @@ def void_annotation(annotation_id: uuid.UUID, *, actor: AbstractBaseUser, reason
         annotation = Annotation.objects.select_related("assignment", "reader").get(pk=annotation_pk)
         if annotation.is_voided:
             raise SubmissionRefused("This rating was already voided.")
+        if not annotation.is_settled:
+            # Until it settles only its reader (undo) and the clock decide what becomes of it.
+            raise SubmissionRefused(
+                "Its reader can still take this rating back (its undo window is open, or closed a moment ago "
+                "and it is about to settle). Void it once it has settled."
+            )
         annotation.voided_at = timezone.now()
         annotation.voided_by = actor
         annotation.void_reason = reason
@@ -651,3 +711,177 @@ def _draw_report_a(example: Example, assignment: Assignment) -> str:
 def _coin_report_a(example: Example, shown: Assignment | Adjudication) -> str:
     coin = tiebreak(example.study.seed, "report-a", shown.public_id) % 2
     return ReportType.ORIGINAL if coin == 0 else ReportType.ALTERNATIVE
+
+
+# --- The undo window: a rating settles before routing acts on it -------------------------------
+#
+# A rating is stored at once and settles when its undo window closes: at its reader's next submit
+# (_store_annotation) or at its settle_by, whichever comes first. Routing counts settled ratings
+# only. Until it settles its reader may take it back (undo_last_rating), so whether undo is allowed
+# depends on the reader's own actions and the clock alone. Settling and taking back both change
+# the rating's row only while it is unsettled, so when they race exactly one of them happens.
+
+
+def _unsettled_rating_of(reader: AbstractBaseUser) -> tuple[int, int] | None:
+    """(annotation pk, example pk) of the reader's one unsettled rating, if any."""
+    return Annotation.objects.filter(reader=reader, settled_at__isnull=True).values_list("pk", "example_id").first()
+
+
+def _lock_with_unsettled(
+    reader: AbstractBaseUser, own: AssignmentQuerySet, unsettled: tuple[int, int]
+) -> tuple[Example | None, Example]:
+    """Lock the example being rated and that of the reader's unsettled rating, in primary-key order.
+
+    Returns (the rated example or None, the unsettled rating's example). If, once both are locked,
+    the reader has another unsettled rating (another tab stored one meantime), raises
+    _UnsettledRatingMoved: its example is not locked, and the submit starts again.
+    """
+    target_pk = own.values_list("example_id", flat=True).first()
+    pks = {unsettled[1]} | ({target_pk} if target_pk is not None else set())
+    locked = {
+        example.pk: example
+        for example in Example.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("study", "pair")
+        .filter(pk__in=pks)
+        .order_by("pk")
+    }
+    now_unsettled = _unsettled_rating_of(reader)
+    if now_unsettled is not None and now_unsettled != unsettled:
+        raise _UnsettledRatingMoved
+    return locked.get(target_pk), locked[unsettled[1]]
+
+
+def _settle(annotation_pk: int, example: Example, *, now: datetime, due_only: bool = False) -> bool:
+    """Settle one rating and route its example, if it is still unsettled (and, due_only, its window has
+    closed). Caller holds the example's lock. False if it was settled or taken back meanwhile."""
+    rows = Annotation.objects.filter(pk=annotation_pk, settled_at__isnull=True)
+    if due_only:
+        rows = rows.filter(settle_by__lte=now)
+    if not rows.update(settled_at=now):
+        return False
+    route_example(example)
+    return True
+
+
+def _time_on_task(assignment: Assignment, now: datetime) -> int | None:
+    """First shown -> now, in ms; after an undo, the time on task of the rating taken back plus the time since."""
+    started = assignment.resumed_at or assignment.first_shown_at
+    if started is None:
+        return None
+    return assignment.time_before_undo_ms + max(0, int((now - started).total_seconds() * 1000))
+
+
+def _was_taken_back(assignment: Assignment, form_token: uuid.UUID) -> bool:
+    """Whether this form's rating of the assignment was stored and then taken back (a late retry of it)."""
+    return AuditEvent.objects.filter(
+        study_id=assignment.study_id,
+        example_id=assignment.example_id,
+        subject_id=assignment.reader_id,
+        action=AuditAction.UNDONE,
+        before__form_token=str(form_token),
+    ).exists()
+
+
+def _enqueue_settlement(settle_by: datetime) -> None:
+    """Have the worker settle the ratings due at settle_by (a failure to queue is logged: the next
+    rating's task, the reader's next submit or `manage.py settle_ratings` settles them)."""
+    from consensus.tasks import settle_ratings_task
+
+    try:
+        settle_ratings_task.using(run_after=settle_by).enqueue()
+    except Exception:
+        logger.exception("Could not queue the settlement of the ratings due at %s", settle_by.isoformat())
+
+
+def settle_due_ratings(*, now: datetime | None = None) -> int:
+    """Settle every rating whose undo window has closed and route its example. Returns how many.
+
+    The worker runs it at each rating's settle_by (consensus.tasks), `manage.py settle_ratings` on
+    demand. Each rating settles in its own transaction under its example's lock; one its reader
+    took back, or that settled meanwhile (their next submit, a second worker), is left alone.
+    """
+    now = now or timezone.now()
+    due = list(
+        Annotation.objects.filter(settled_at__isnull=True, settle_by__lte=now)
+        .order_by("settle_by", "pk")
+        .values_list("pk", "example_id")
+    )
+    settled = 0
+    for annotation_pk, example_pk in due:
+        with transaction.atomic(), queues.counting():
+            settled += _settle(annotation_pk, lock_example(example_pk), now=now, due_only=True)
+    return settled
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    """The read back in the reader's queue (first in it), and the rating they took back."""
+
+    assignment: Assignment
+    rating: str
+    rationale: str
+
+
+def undo_last_rating(reader: AbstractBaseUser, *, now: datetime | None = None) -> UndoResult:
+    """Take back the reader's last rating while its undo window is open.
+
+    The rating is deleted (the audit trail keeps who, when and what it was, and the form's token,
+    so a late retry of that form cannot store it again), its read is open again and first in the
+    reader's queue, and the time on task so far carries over to the next rating. Otherwise raises
+    UndoRefused saying why. Only the rating's own row is locked, never an example: neither the
+    answer nor how long it takes depends on what another reader is doing.
+    """
+    now = now or timezone.now()
+    with transaction.atomic(), queues.counting():
+        annotation = (
+            Annotation.objects.select_for_update(of=("self",))
+            .filter(reader=reader, settled_at__isnull=True, settle_by__gt=now)
+            .select_related("assignment", "example__study")
+            .first()
+        )
+        if annotation is None:
+            raise UndoRefused(_why_not_undoable(reader))
+        assignment = annotation.assignment
+        annotation.delete()
+        first_open = (
+            Assignment.objects.filter(
+                reader=reader, study_id=assignment.study_id, task=assignment.task, status=AssignmentStatus.OPEN
+            )
+            .order_by("queue_order")
+            .values_list("queue_order", flat=True)
+            .first()
+        )
+        assignment.status = AssignmentStatus.OPEN
+        assignment.queue_order = assignment.queue_order if first_open is None else first_open - 1
+        assignment.time_before_undo_ms = annotation.duration_ms or 0
+        assignment.resumed_at = now
+        assignment.save(update_fields=["status", "queue_order", "time_before_undo_ms", "resumed_at"])
+        queues.count(reader.pk, assignment.study_id, assignment.task, opened=1, rated=-1)
+        AuditEvent.objects.record(
+            AuditAction.UNDONE,
+            study=annotation.example.study,
+            actor=reader,
+            example=annotation.example,
+            subject=reader,
+            before={
+                "annotation": str(annotation.public_id),
+                "assignment": str(assignment.public_id),
+                "slot": assignment.slot,
+                "rating": annotation.rating,
+                "rationale": annotation.rationale,
+                "submitted_at": annotation.created_at.isoformat(),
+                "duration_ms": annotation.duration_ms,
+                "form_token": str(annotation.form_token),
+            },
+        )
+    return UndoResult(assignment, annotation.rating, annotation.rationale)
+
+
+def _why_not_undoable(reader: AbstractBaseUser) -> str:
+    last = Annotation.objects.filter(reader=reader).order_by("-pk").first()
+    if last is None:
+        return "You have no rating to take back."
+    return (
+        f"Your last rating ({last.get_rating_display()}) can no longer be taken back: it settled when its undo "
+        "window closed or when you submitted another rating. A coordinator can void it if you ask, with a reason."
+    )

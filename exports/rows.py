@@ -185,7 +185,7 @@ def full_query(selection: Selection, seed: int, *, text: bool = True) -> tuple[s
     SELECT {_record(dialect, fields)}
     {_FROM_EXAMPLES}
     JOIN {ANNOTATION} a ON a.example_id = e.id
-    WHERE a.voided_at IS NULL AND {where}
+    WHERE a.voided_at IS NULL AND a.settled_at IS NOT NULL AND {where}
     WINDOW shuffled AS (PARTITION BY {keys} ORDER BY {shuffle})
     ORDER BY {keys}, {shuffle}"""
     return sql, params
@@ -220,7 +220,8 @@ def consensus_query(selection: Selection) -> tuple[str, list]:
     # examples still without one need counting.
     count = (
         "COALESCE(c.n_annotations, "
-        f"(SELECT COUNT(*) FROM {ANNOTATION} a WHERE a.example_id = e.id AND a.voided_at IS NULL))"
+        f"(SELECT COUNT(*) FROM {ANNOTATION} a WHERE a.example_id = e.id AND a.voided_at IS NULL "
+        "AND a.settled_at IS NOT NULL))"
     )
     fields = _key_fields(dialect, realism)
     fields += [_label("c.rating", params), "COALESCE(c.label_source, '')", f"CAST({count} AS text)"]

@@ -235,7 +235,9 @@ def _build_in_snapshot(
         in_study = in_study.filter(pair__dataset__key__in=datasets)
     released = in_study if include_unfinished else in_study.filter(consensus__isnull=False)
 
-    total_rows = Annotation.objects.filter(example__in=released, voided_at__isnull=True).count() + released.count()
+    # A rating still in its undo window is not in a release (its reader may take it back).
+    rated = Annotation.objects.filter(example__in=released, voided_at__isnull=True, settled_at__isnull=False)
+    total_rows = rated.count() + released.count()
     done = 0
 
     def advance(rows: int) -> None:

@@ -112,6 +112,7 @@ def rate_item(request: Request, read_id: str, validated: dict) -> Response:
         "rationale": read.rationale,
         "created": created,
         "next": following.public_id if following else None,
+        "undo_seconds": 0,  # a judge's ratings are final: never taken back
     }
     return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 

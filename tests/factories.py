@@ -26,6 +26,8 @@ def make_user(*roles: str, username: str | None = None, subspecialty: str | None
 
 def make_study(slug: str | None = None, **fields) -> Study:
     slug = slug or f"study-{next(_counter)}"
+    # Undo off (ratings route at once) unless a test asks for a window: the protocol tests need no clock.
+    fields.setdefault("undo_window_seconds", 0)
     study = Study.objects.create_with_taxonomy(slug=slug, name=fields.pop("name", slug))
     if fields:
         Study.objects.filter(pk=study.pk).update(**fields)

@@ -1,7 +1,37 @@
-// Reading pages: keyboard use, the rationale rule, and drafts that survive a re-login.
+// Reading pages: keyboard use, the rationale rule, drafts that survive a re-login, and the undo notice.
 "use strict";
 
 (function () {
+  // The undo notice: when its window closes (the server said how many seconds were left), the Undo
+  // button gives way to "can no longer be taken back". The server decides either way.
+  let undoTimer = null;
+
+  function setUpUndoNotice() {
+    if (undoTimer !== null) {
+      clearTimeout(undoTimer);
+      undoTimer = null;
+    }
+    const notice = document.getElementById("saved-notice");
+    if (!notice || !notice.dataset.undoSeconds) {
+      return;
+    }
+    undoTimer = setTimeout(function () {
+      undoTimer = null;
+      const open = notice.querySelector(".undo-open");
+      const closed = notice.querySelector(".undo-closed");
+      if (open && closed) {
+        const hadFocus = open.contains(document.activeElement);
+        open.remove();
+        closed.hidden = false;
+        delete notice.dataset.undoSeconds;
+        if (hadFocus) {
+          notice.setAttribute("tabindex", "-1");
+          notice.focus();
+        }
+      }
+    }, Number(notice.dataset.undoSeconds) * 1000);
+  }
+
   function currentForm() {
     return document.getElementById("rating-form");
   }
@@ -71,10 +101,12 @@
       return;
     }
     const rationale = form.querySelector("textarea[name=rationale]");
-    if (!rationale.value && draft.rationale) {
+    // A rating taken back fills the form; a draft is what the reader changed since.
+    const takenBack = form.hasAttribute("data-taken-back");
+    if ((takenBack || !rationale.value) && draft.rationale) {
       rationale.value = draft.rationale;
     }
-    if (draft.rating && !form.querySelector("input[name=rating]:checked")) {
+    if (draft.rating && (takenBack || !form.querySelector("input[name=rating]:checked"))) {
       const input = form.querySelector("input[name=rating][value='" + CSS.escape(draft.rating) + "']");
       if (input) {
         input.checked = true;
@@ -83,6 +115,7 @@
   }
 
   function setUp(root) {
+    setUpUndoNotice();
     const stored = root.querySelector ? root.querySelector("[data-stored-for]") : null;
     if (stored) {
       drafts.remove(stored.dataset.storedFor);
@@ -132,9 +165,26 @@
     return document.body.dataset.singleKeyShortcuts !== "off";
   }
 
+  function singleKeyAllowed(event) {
+    return singleKeysOn() && !isTextField(event.target) && !event.ctrlKey && !event.metaKey && !event.altKey;
+  }
+
   document.addEventListener("keydown", function (event) {
+    if (!keysApply(event.target)) {
+      return;
+    }
+    // U: undo the last rating while the notice offers it; a single-key shortcut like 1/2/3 (same
+    // scope, never in a text field or with a modifier, off with the person's setting).
+    if (event.key === "u" || event.key === "U") {
+      const undo = document.getElementById("undo-button");
+      if (undo && !undo.disabled && singleKeyAllowed(event)) {
+        event.preventDefault();
+        undo.form.requestSubmit();
+      }
+      return;
+    }
     const form = currentForm();
-    if (!form || !keysApply(event.target)) {
+    if (!form) {
       return;
     }
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
@@ -142,7 +192,7 @@
       form.requestSubmit();
       return;
     }
-    if (!singleKeysOn() || isTextField(event.target) || event.ctrlKey || event.metaKey || event.altKey) {
+    if (!singleKeyAllowed(event)) {
       return;
     }
     const input = form.querySelector("input[name=rating][data-key='" + CSS.escape(event.key) + "']");
@@ -254,8 +304,17 @@
     }
     heading.focus({ preventScroll: true });
     heading.scrollIntoView({ block: "start", inline: "nearest", behavior: "instant" });
+    const saved = panel.querySelector("#saved-notice .saved-text");
     const notice = panel.querySelector(".notice");
-    announce(heading.textContent.trim() + (notice ? ". " + notice.textContent.trim() : ""));
+    // "Item 7, Task 1. Saved: Item 6, Minor Issues. <notice>"
+    const parts = [heading.textContent.trim()];
+    if (saved) {
+      parts.push(saved.textContent.trim().replace(/\.$/, ""));
+    }
+    if (notice) {
+      parts.push(notice.textContent.trim());
+    }
+    announce(parts.join(". "));
   }
 
   document.addEventListener("htmx:afterSettle", function (event) {
@@ -263,6 +322,12 @@
     const panel = document.getElementById("reading");
     if (panel && event.detail.target && event.detail.target.id === "reading") {
       showSwappedPanel(panel);
+    }
+    // Undo refused (its window had just closed): the button is gone, so focus goes to the reason.
+    const refusal = document.getElementById("saved-notice");
+    if (refusal && event.detail.target && event.detail.target.id === "saved-notice" && refusal.isConnected) {
+      refusal.setAttribute("tabindex", "-1");
+      refusal.focus();
     }
   });
 

@@ -179,6 +179,8 @@ ENDPOINTS = [
     Endpoint("reading-progress", "get", "/api/reading/progress/", READERS_AND_JUDGES),
     Endpoint("reading-detail", "get", f"/api/reading/{SOME_ID}/", READERS_AND_JUDGES, 404),
     Endpoint("reading-rating", "post", f"/api/reading/{SOME_ID}/rating/", READERS_AND_JUDGES, 404, _rating),
+    # Nothing rated: nothing to take back (409, with the reason); a judge's ratings are never taken back.
+    Endpoint("reading-undo", "post", "/api/reading/undo/", READERS_AND_JUDGES, 409),
     # The reader guide and the practice round (a study these readers have no part in: 404).
     Endpoint("reading-guide", "get", "/api/reading/guide/?study=s1", READERS_AND_JUDGES, 404),
     Endpoint(

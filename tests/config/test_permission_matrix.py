@@ -453,6 +453,13 @@ MATRIX: dict[tuple[str, str], Entry] = {
         other=_fixed("/studies/nope/sample/"),
         data=lambda w, kind, variant: {"per_variation": 1, "seed": 1},
     ),
+    ("study_undo_window", "post"): Entry(
+        COORDINATORS,
+        200,
+        _s1("undo-window/"),
+        other=_fixed("/studies/nope/undo-window/"),
+        data=lambda w, kind, variant: {"undo_window_seconds": 60},
+    ),
     # The coordinator's reader guide and practice round.
     ("study_guide", "get"): Entry(COORDINATORS, 200, _s1("guide/"), other=_fixed("/studies/nope/guide/")),
     ("study_guide", "post"): Entry(
@@ -523,6 +530,9 @@ MATRIX: dict[tuple[str, str], Entry] = {
         other=_with_id("/read/a/{}/", "someone else's read"),
         data=_rating,
     ),
+    # Taking back one's last rating: nothing in the world is in its undo window (the factories' studies
+    # have undo off), so the answer is the refusal with its reason: past the permission checks.
+    ("reading_undo", "post"): Entry(READERS, 302, _fixed("/read/undo/")),
     ("adjudication_page", "get"): Entry(
         frozenset({ADJUDICATOR}),
         200,
@@ -840,6 +850,8 @@ MATRIX: dict[tuple[str, str], Entry] = {
         other=_with_id("/api/reading/{}/rating/", "someone else's read"),
         data=_rating,
     ),
+    # Nothing to take back (a judge's ratings never are): 409 with the reason.
+    ("reading-undo", "post"): Entry(READERS_AND_JUDGES, 409, _fixed("/api/reading/undo/")),
     # The guide and practice round of a study the reader reads in (a judge reads in none: 404).
     ("reading-guide", "get"): Entry(
         READERS_AND_JUDGES,

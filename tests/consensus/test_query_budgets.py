@@ -41,12 +41,13 @@ def test_submitting_and_routing_do_not_grow_with_the_study():
 
 
 def _conflicted_study(pairs: int):
-    """A study whose examples are all unrouted, read by four readers and `both` (coordinator and reader)."""
+    """A study whose examples are all unrouted, read by eight readers and `both` (coordinator and reader)."""
     from annotation.models import MemberRole, Role, StudyMember
     from consensus.assignment import assign_readers
     from tests.factories import make_user
 
-    study, readers, _ = make_reading_study(pairs=pairs, readers=4, assign=False)
+    # Eight other readers, so that `both` reads some pairs but hardly ever all 12 (with four it often did).
+    study, readers, _ = make_reading_study(pairs=pairs, readers=8, assign=False)
     both = make_user(Role.COORDINATOR, Role.READER)
     StudyMember.objects.create(study=study, user=both, role=MemberRole.READER)
     assign_readers(study, actor=both)

@@ -1,12 +1,18 @@
 """Random studies, submissions, voids, withdrawals, reassignments, adjudications and new people; the
-protocol's invariants after every step, the audit trail included. Seeded (derandomize) and bounded."""
+protocol's invariants after every step, the audit trail included. Seeded (derandomize) and bounded.
+
+With an undo window (UndoWindowRoutingMachine), ratings also wait in their window, are taken back
+and settle at random moments, and routing must only ever act on settled ones.
+"""
 
 import contextlib
 import uuid
 from collections import Counter
+from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -24,16 +30,25 @@ from annotation.models import (
     MemberRole,
     ReaderQueue,
     Role,
+    Study,
     StudyMember,
     Task,
 )
-from consensus.assignment import QueueRefused, add_study_member, reassign_assignment, withdraw_assignment
+from consensus.assignment import (
+    QueueRefused,
+    add_study_member,
+    assign_readers,
+    reassign_assignment,
+    withdraw_assignment,
+)
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
     AlreadySubmitted,
+    settle_due_ratings,
     show_assignment,
     submit_adjudication,
     submit_annotation,
+    undo_last_rating,
     void_annotation,
 )
 from tests.factories import make_reading_study, make_user
@@ -43,6 +58,7 @@ class RoutingMachine(RuleBasedStateMachine):
     keep_versions_apart = False
     # Readers at the start: at least what the first assignment needs.
     readers = st.integers(min_value=2, max_value=4)
+    undo_window_seconds = 0
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,6 +78,8 @@ class RoutingMachine(RuleBasedStateMachine):
             adjudicator_subspecialty=data.draw(st.sampled_from(["cardiothoracic", "general"]), label="subspecialty"),
             keep_versions_apart=self.keep_versions_apart,
         )
+        self.study.undo_window_seconds = self.undo_window_seconds
+        self.study.save(update_fields=["undo_window_seconds"])
         self.coordinator = make_user(Role.COORDINATOR)
 
     def teardown(self) -> None:
@@ -104,7 +122,31 @@ class RoutingMachine(RuleBasedStateMachine):
                 submit_annotation(**{**kwargs, "form_token": uuid.uuid4()})
 
     def _valid_annotations(self) -> list[Annotation]:
-        return list(Annotation.objects.filter(example__study=self.study, voided_at__isnull=True).order_by("pk"))
+        return list(
+            Annotation.objects.filter(
+                example__study=self.study, voided_at__isnull=True, settled_at__isnull=False
+            ).order_by("pk")
+        )
+
+    def _unsettled_annotations(self) -> list[Annotation]:
+        return list(
+            Annotation.objects.filter(example__study=self.study, settled_at__isnull=True)
+            .select_related("reader")
+            .order_by("pk")
+        )
+
+    @precondition(lambda self: bool(self._unsettled_annotations()))
+    @rule(data=st.data())
+    def undo(self, data: st.DataObject) -> None:
+        annotation = data.draw(st.sampled_from(self._unsettled_annotations()))
+        result = undo_last_rating(annotation.reader)
+        assert result.assignment.pk == annotation.assignment_id
+        assert not Annotation.objects.filter(pk=annotation.pk).exists()
+
+    @precondition(lambda self: bool(self._unsettled_annotations()))
+    @rule()
+    def windows_close(self) -> None:
+        settle_due_ratings(now=timezone.now() + timedelta(seconds=self.undo_window_seconds + 1))
 
     @precondition(lambda self: bool(self._valid_annotations()))
     @rule(data=st.data())
@@ -203,7 +245,8 @@ class RoutingMachine(RuleBasedStateMachine):
         ):
             assignments = list(example.assignments.all())
             active = [a for a in assignments if a.status in (AssignmentStatus.OPEN, AssignmentStatus.DONE)]
-            valid = [a for a in example.annotations.all() if a.voided_at is None]
+            valid = [a for a in example.annotations.all() if a.voided_at is None and a.settled_at is not None]
+            unsettled = [a for a in example.annotations.all() if a.settled_at is None]
             adjudications = [a for a in example.adjudications.all() if a.status != AdjudicationStatus.VOIDED]
             consensus = ConsensusLabel.objects.filter(example=example).first()
 
@@ -223,6 +266,9 @@ class RoutingMachine(RuleBasedStateMachine):
 
             ratings = [a.rating for a in valid]
             open_reads = [a for a in active if a.status == AssignmentStatus.OPEN]
+            # Routing sees settled ratings only: a rating in its window is a read under way.
+            under_way = open_reads + [a for a in active if a.pk in {u.assignment_id for u in unsettled}]
+            assert all(a.voided_at is None for a in unsettled)
             votes = Counter(ratings).most_common(1)
             if len(ratings) == 2 and ratings[0] == ratings[1]:
                 assert example.state == ExampleState.CONSENSUS
@@ -232,7 +278,7 @@ class RoutingMachine(RuleBasedStateMachine):
                 assert example.state == ExampleState.THIRD_READ
                 assert consensus is None
                 # Exactly one more reader, or listed as unrouted for the coordinator.
-                assert len(open_reads) == 1 or (not open_reads and example.unrouted)
+                assert len(under_way) == 1 or (not under_way and example.unrouted)
             elif len(ratings) == 3 and votes[0][1] >= 2:
                 assert example.state == ExampleState.CONSENSUS
                 assert (consensus.rating, consensus.label_source) == (votes[0][0], LabelSource.MAJORITY)
@@ -290,14 +336,19 @@ class RoutingMachine(RuleBasedStateMachine):
             pid for pid, shown in withdrawn.items() if shown
         }
 
-        # Every rating was recorded as submitted, and every void.
+        # Every rating was recorded as submitted, and every void; a rating taken back is gone from the
+        # ratings and kept in the trail, as submitted and then taken back.
         annotations = list(
             Annotation.objects.filter(example__study=self.study).values_list(
                 "public_id", "assignment__public_id", "rating", "voided_at"
             )
         )
-        submitted = sorted((after["assignment"], after["rating"]) for _, after in events[AuditAction.SUBMITTED])
-        assert submitted == sorted((str(assignment), rating) for _, assignment, rating, _ in annotations)
+        submitted = Counter((after["assignment"], after["rating"]) for _, after in events[AuditAction.SUBMITTED])
+        taken_back = Counter((before["assignment"], before["rating"]) for before, _ in events[AuditAction.UNDONE])
+        assert taken_back <= submitted
+        assert sorted((submitted - taken_back).elements()) == sorted(
+            (str(assignment), rating) for _, assignment, rating, _ in annotations
+        )
         voided = sorted(before["annotation"] for before, _ in events[AuditAction.VOIDED])
         assert voided == sorted(str(pid) for pid, _, _, voided_at in annotations if voided_at is not None)
 
@@ -312,6 +363,58 @@ class RoutingMachine(RuleBasedStateMachine):
         assert len(decided) == sum(1 for _, status in adjudications if status == AdjudicationStatus.DONE) + sum(
             1 for before, _ in events[AuditAction.WITHDRAWN] if before.get("rating") and "adjudication" in before
         )
+
+    @invariant()
+    def a_reader_has_at_most_one_rating_in_its_window(self) -> None:
+        if self.study is None:
+            return
+        readers = Counter(a.reader_id for a in self._unsettled_annotations())
+        assert all(n == 1 for n in readers.values()), readers
+
+
+# Tables whose primary keys the draws of routing and assignment depend on.
+REPLAYED_TABLES = (
+    "auth_user",
+    "annotation_study",
+    "annotation_candidatepair",
+    "annotation_example",
+    "annotation_assignment",
+    "annotation_annotation",
+    "annotation_studymember",
+    "consensus_adjudication",
+)
+
+
+class UndoWindowRoutingMachine(RoutingMachine):
+    """The same with a two-minute undo window: ratings wait, are taken back and settle at random."""
+
+    undo_window_seconds = 120
+
+    @initialize(data=st.data())
+    def a_study(self, data: st.DataObject) -> None:
+        # Who gets which read is drawn from the study's seed and the examples' public ids; with ratings
+        # waiting in their window, who that is decides what a later submit settles. Fixed draws keep a
+        # replayed run the same (the other machines do not depend on who reads what). So do the same
+        # primary keys: PostgreSQL's sequences are not rolled back with the run (SQLite reuses the ids).
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                for table in REPLAYED_TABLES:
+                    cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), 1000000, false)", [table])
+        self.study, _, _ = make_reading_study(
+            pairs=data.draw(st.integers(min_value=1, max_value=2), label="pairs"),
+            readers=data.draw(self.readers, label="readers"),
+            adjudicators=data.draw(st.integers(min_value=0, max_value=1), label="adjudicators"),
+            adjudicator_subspecialty=data.draw(st.sampled_from(["cardiothoracic", "general"]), label="subspecialty"),
+            keep_versions_apart=self.keep_versions_apart,
+            assign=False,
+        )
+        Study.objects.filter(pk=self.study.pk).update(seed=7, undo_window_seconds=self.undo_window_seconds)
+        for example in Example.objects.filter(study=self.study).select_related("pair"):
+            name = f"{example.pair.source_study_id}:{example.task}:{example.report_type}"
+            Example.objects.filter(pk=example.pk).update(public_id=uuid.uuid5(uuid.NAMESPACE_URL, name))
+        self.study.refresh_from_db()
+        self.coordinator = make_user(Role.COORDINATOR)
+        assign_readers(self.study, actor=self.coordinator)
 
 
 class KeptApartRoutingMachine(RoutingMachine):
@@ -331,6 +434,7 @@ MACHINE_SETTINGS = settings(
 )
 RoutingMachine.TestCase.settings = MACHINE_SETTINGS
 KeptApartRoutingMachine.TestCase.settings = MACHINE_SETTINGS
+UndoWindowRoutingMachine.TestCase.settings = MACHINE_SETTINGS
 
 
 @pytest.mark.django_db
@@ -341,3 +445,8 @@ def test_routing_keeps_the_protocol_under_random_operations() -> None:
 @pytest.mark.django_db
 def test_routing_keeps_versions_apart_under_random_operations() -> None:
     KeptApartRoutingMachine.TestCase("runTest").runTest()
+
+
+@pytest.mark.django_db
+def test_routing_acts_on_settled_ratings_only_under_random_undos_and_settlements() -> None:
+    UndoWindowRoutingMachine.TestCase("runTest").runTest()

@@ -13,6 +13,7 @@ from annotation.models import (
     Rating,
     ReaderQueue,
     Role,
+    Study,
     Task,
 )
 from annotation.roles import RoleRefused, grant_role, user_roles
@@ -98,6 +99,11 @@ def test_a_judge_rating_is_stored_once_and_final():
 
     assert (first.status_code, again.status_code, other.status_code) == (201, 200, 409)
     assert again.json()["created"] is False
+    # Final at once: nothing to take back, in a study with an undo window too.
+    Study.objects.filter(pk=study.pk).update(undo_window_seconds=120)
+    assert first.json()["undo_seconds"] == 0
+    undo = client.post("/api/reading/undo/")
+    assert undo.status_code == 409 and "cannot be taken back" in undo.json()["detail"]
     read = JudgeRead.objects.get(judge=judge)
     assert (read.rating, read.rationale, read.report_a_type != "") == (Rating.MINOR_DISCREPANCY, "Wording.", True)
     assert client.get("/api/reading/next/?task=equivalence").status_code == 204

@@ -1,5 +1,7 @@
 import random
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -328,6 +330,23 @@ def simulate_reading(study: Study, *, seed: int = DEMO_SEED) -> dict[str, int]:
     until nothing is open. Ratings follow reading_plans; an example rated differently before
     (by hand) still finishes, with the plan's fallback ratings.
     """
+    with _final_at_once(study):
+        return _simulate(study, seed)
+
+
+@contextmanager
+def _final_at_once(study: Study) -> Iterator[None]:
+    """Simulated reads stand for past work, final as soon as made: undo is off while they are
+    stored, and the study keeps its own window for the people who read it next."""
+    window = study.undo_window_seconds
+    Study.objects.filter(pk=study.pk).update(undo_window_seconds=0)
+    try:
+        yield
+    finally:
+        Study.objects.filter(pk=study.pk).update(undo_window_seconds=window)
+
+
+def _simulate(study: Study, seed: int) -> dict[str, int]:
     plans = reading_plans(study, seed=seed)
     variations = dict(Example.objects.filter(study=study).values_list("pk", "pair__variation__key"))
     rng = random.Random(f"readingroom-demo-rationales:{seed}")
@@ -378,6 +397,11 @@ def read_one_example_to_a_split(study: Study, *, seed: int = DEMO_SEED) -> None:
         return
     rng = random.Random(f"readingroom-demo-split:{seed}")
     labels = TASK_RATINGS[Task.REALISM]
+    with _final_at_once(study):
+        _read_to_a_split(example, labels, rng)
+
+
+def _read_to_a_split(example: Example, labels: tuple[str, ...], rng: random.Random) -> None:
     for label in labels:
         assignment = (
             Assignment.objects.filter(example=example, status=AssignmentStatus.OPEN)

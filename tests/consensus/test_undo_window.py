@@ -1,0 +1,382 @@
+"""The undo window: a rating settles at its reader's next submit or when the window closes; until
+then routing ignores it and its reader may take it back (consensus.services)."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import IntegrityError, transaction
+from django.tasks import default_task_backend
+from django.utils import timezone
+
+from annotation.models import (
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
+    Example,
+    ExampleState,
+    Rating,
+    ReaderQueue,
+    Task,
+)
+from annotation.reading import next_assignment, saved_notice, taken_back_rating
+from consensus.models import ConsensusLabel
+from consensus.services import (
+    SubmissionRefused,
+    UndoRefused,
+    settle_due_ratings,
+    show_assignment,
+    submit_annotation,
+    undo_last_rating,
+    void_annotation,
+)
+from consensus.tasks import settle_ratings_task
+from exports.services import build_release
+from tests.factories import make_reading_study, make_user
+
+pytestmark = pytest.mark.django_db
+
+WINDOW = 120
+
+
+@pytest.fixture
+def study():
+    study, _, _ = make_reading_study(pairs=2, readers=4, keep_versions_apart=False)
+    study.undo_window_seconds = WINDOW
+    study.save(update_fields=["undo_window_seconds"])
+    return study
+
+
+def _equivalence(study) -> Example:
+    return Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
+
+
+def _reads(example: Example) -> list[Assignment]:
+    return list(example.assignments.select_related("reader", "example__study").order_by("slot"))
+
+
+def _rate(assignment: Assignment, rating: str | None = None, *, token: uuid.UUID | None = None):
+    show_assignment(assignment)
+    rating = rating or (Rating.EQUIVALENT if assignment.task == Task.EQUIVALENCE else Rating.REALISTIC)
+    return submit_annotation(
+        reader=assignment.reader,
+        assignment_id=assignment.public_id,
+        rating=rating,
+        rationale="" if rating in (Rating.EQUIVALENT, Rating.REALISTIC) else "A slip.",
+        form_token=token or uuid.uuid4(),
+        require_shown=True,
+    ).annotation
+
+
+def _other_open_read(reader, but: Example) -> Assignment:
+    return (
+        Assignment.objects.filter(reader=reader, status=AssignmentStatus.OPEN)
+        .exclude(example=but)
+        .select_related("reader", "example__study")
+        .order_by("pk")
+        .first()
+    )
+
+
+def _later(seconds: int = WINDOW + 1):
+    return timezone.now() + timedelta(seconds=seconds)
+
+
+def test_a_rating_is_stored_at_once_but_routing_waits_for_it_to_settle(study):
+    example = _equivalence(study)
+    first, second = _reads(example)
+
+    one, two = _rate(first), _rate(second)
+
+    example.refresh_from_db()
+    assert Annotation.objects.filter(example=example).count() == 2
+    assert one.settled_at is None and two.settled_at is None
+    assert abs(one.settle_by - (one.created_at + timedelta(seconds=WINDOW))) < timedelta(seconds=1)
+    assert example.state == ExampleState.WAITING
+    assert not ConsensusLabel.objects.filter(example=example).exists()
+
+
+def test_routing_acts_when_the_window_closes(study):
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first, Rating.EQUIVALENT)
+    _rate(second, Rating.MAJOR_DISCREPANCY)
+
+    assert settle_due_ratings(now=_later(WINDOW - 5)) == 0
+    assert settle_due_ratings(now=_later()) == 2
+
+    example.refresh_from_db()
+    assert example.state == ExampleState.THIRD_READ
+    assert example.assignments.open().count() == 1
+    assert not Annotation.objects.filter(example=example, settled_at__isnull=True).exists()
+
+
+def test_the_readers_next_submit_settles_their_previous_rating(study):
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first)
+    settle_due_ratings(now=_later())  # the first read settles on time
+    previous = _rate(second)
+
+    _rate(_other_open_read(second.reader, but=example))
+
+    previous.refresh_from_db()
+    example.refresh_from_db()
+    assert previous.settled_at is not None and previous.settled_at < previous.settle_by
+    assert example.state == ExampleState.CONSENSUS
+
+
+def test_a_reader_has_at_most_one_unsettled_rating_in_the_database(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    rated = _rate(first)
+    other = _other_open_read(first.reader, but=example)
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Annotation.objects.create(
+            assignment=other,
+            example=other.example,
+            reader=other.reader,
+            task=other.task,
+            rating=Rating.REALISTIC if other.task == Task.REALISM else Rating.EQUIVALENT,
+            form_token=uuid.uuid4(),
+            settle_by=rated.settle_by,
+            settled_at=None,
+        )
+
+
+def test_undo_takes_the_rating_back_and_puts_its_item_first_in_the_queue(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    reader = first.reader
+    before = ReaderQueue.objects.get(reader=reader, study=study, task=Task.EQUIVALENCE)
+    annotation = _rate(first, Rating.MINOR_DISCREPANCY)
+
+    result = undo_last_rating(reader)
+
+    assert (result.rating, result.rationale) == (Rating.MINOR_DISCREPANCY, "A slip.")
+    assert not Annotation.objects.filter(pk=annotation.pk).exists()
+    first.refresh_from_db()
+    assert first.status == AssignmentStatus.OPEN
+    assert next_assignment(reader, task=Task.EQUIVALENCE, study_id=study.pk).pk == first.pk
+    after = ReaderQueue.objects.get(reader=reader, study=study, task=Task.EQUIVALENCE)
+    assert (after.open_count, after.rated_count) == (before.open_count, before.rated_count)
+    assert taken_back_rating(first) == {"rating": Rating.MINOR_DISCREPANCY, "rationale": "A slip."}
+
+
+def test_the_audit_trail_keeps_the_rating_taken_back_and_the_corrected_one(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    taken_back = _rate(first, Rating.MINOR_DISCREPANCY)
+    undo_last_rating(first.reader)
+    corrected = _rate(Assignment.objects.select_related("reader", "example__study").get(pk=first.pk))
+
+    events = list(AuditEvent.objects.filter(example=example, subject=first.reader).order_by("pk"))
+    actions = [event.action for event in events if event.action != AuditAction.ASSIGNED]
+    assert actions == [AuditAction.SUBMITTED, AuditAction.UNDONE, AuditAction.SUBMITTED]
+    undone = next(event for event in events if event.action == AuditAction.UNDONE)
+    assert undone.actor == first.reader
+    assert undone.before["annotation"] == str(taken_back.public_id)
+    assert (undone.before["rating"], undone.before["rationale"]) == (Rating.MINOR_DISCREPANCY, "A slip.")
+    assert undone.before["submitted_at"] == taken_back.created_at.isoformat()
+    assert events[-1].after["rating"] == corrected.rating == Rating.EQUIVALENT
+
+
+def test_the_corrected_ratings_time_on_task_includes_the_time_before_the_undo(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    show_assignment(first)
+    Assignment.objects.filter(pk=first.pk).update(first_shown_at=timezone.now() - timedelta(seconds=30))
+    first.refresh_from_db()
+    taken_back = _rate(first, Rating.MINOR_DISCREPANCY)
+    assert taken_back.duration_ms >= 30_000
+
+    undo_last_rating(first.reader)
+    # Ten seconds on the item again before submitting the correction.
+    Assignment.objects.filter(pk=first.pk).update(resumed_at=timezone.now() - timedelta(seconds=10))
+    corrected = _rate(Assignment.objects.select_related("reader", "example__study").get(pk=first.pk))
+
+    assert taken_back.duration_ms + 10_000 <= corrected.duration_ms < taken_back.duration_ms + 12_000
+
+
+def test_undo_is_refused_once_the_window_has_closed_even_before_the_worker_ran(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    annotation = _rate(first)
+
+    with pytest.raises(UndoRefused, match=r"can no longer be taken back.*coordinator can void it"):
+        undo_last_rating(first.reader, now=_later())
+
+    assert Annotation.objects.filter(pk=annotation.pk, settled_at__isnull=True).exists()
+
+
+def test_undo_is_refused_after_the_readers_next_submit(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    _rate(first)
+    following = _rate(_other_open_read(first.reader, but=example))
+    undo_last_rating(first.reader)  # takes back the newest only
+
+    with pytest.raises(UndoRefused, match="can no longer be taken back"):
+        undo_last_rating(first.reader)
+
+    assert not Annotation.objects.filter(pk=following.pk).exists()
+    assert Annotation.objects.filter(example=example, reader=first.reader, settled_at__isnull=False).exists()
+
+
+def test_undo_without_any_rating_says_so(study):
+    with pytest.raises(UndoRefused, match="no rating to take back"):
+        undo_last_rating(make_user())
+
+
+def test_a_late_retry_of_the_form_taken_back_does_not_store_it_again(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    token = uuid.uuid4()
+    _rate(first, Rating.MINOR_DISCREPANCY, token=token)
+    undo_last_rating(first.reader)
+
+    with pytest.raises(SubmissionRefused, match="You took this rating back"):
+        _rate(Assignment.objects.select_related("reader", "example__study").get(pk=first.pk), token=token)
+
+    assert not Annotation.objects.filter(example=example, reader=first.reader).exists()
+
+
+def test_a_coordinator_cannot_void_a_rating_its_reader_can_still_take_back(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    annotation = _rate(first)
+
+    with pytest.raises(SubmissionRefused, match="can still take this rating back"):
+        void_annotation(annotation.public_id, actor=make_user(), reason="Too early.")
+
+    settle_due_ratings(now=_later())
+    void_annotation(annotation.public_id, actor=make_user(), reason="Now it may.")
+
+
+def test_settling_twice_routes_once(study):
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first)
+    _rate(second)
+    later = _later()
+
+    assert settle_due_ratings(now=later) == 2
+    assert settle_due_ratings(now=later) == 0
+
+    assert AuditEvent.objects.filter(example=example, action=AuditAction.CONSENSUS).count() == 1
+
+
+def test_a_window_of_zero_settles_and_routes_at_once():
+    study, _, _ = make_reading_study(pairs=1, readers=4, keep_versions_apart=False)
+    example = _equivalence(study)
+    first, second = _reads(example)
+
+    _rate(first)
+    annotation = _rate(second)
+
+    example.refresh_from_db()
+    assert annotation.settled_at is not None
+    assert example.state == ExampleState.CONSENSUS
+    with pytest.raises(UndoRefused, match="can no longer be taken back"):
+        undo_last_rating(second.reader)
+    assert saved_notice(second.reader) is None
+    notice = saved_notice(second.reader, saved=annotation)
+    assert (notice.undoable, notice.window_seconds) == (False, 0)
+
+
+def test_the_notice_names_the_item_and_label_and_counts_down(study):
+    example = _equivalence(study)
+    first, _ = _reads(example)
+    annotation = _rate(first, Rating.MINOR_DISCREPANCY)
+
+    notice = saved_notice(first.reader, now=annotation.created_at + timedelta(seconds=20))
+
+    rated = ReaderQueue.objects.get(reader=first.reader, study=study, task=Task.EQUIVALENCE).rated_count
+    assert (notice.item, notice.rating_label, notice.undoable) == (rated, "Minor Discrepancy", True)
+    assert notice.seconds_left == WINDOW - 20
+    assert saved_notice(first.reader, now=_later()) is None
+
+
+def test_each_rating_queues_the_workers_settlement_at_its_deadline(study, django_capture_on_commit_callbacks):
+    default_task_backend.clear()
+    example = _equivalence(study)
+    first, _ = _reads(example)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        annotation = _rate(first)
+
+    [queued] = default_task_backend.results
+    assert queued.task.name == settle_ratings_task.name
+    assert queued.task.run_after == annotation.settle_by
+    default_task_backend.clear()
+
+
+def test_the_worker_task_and_the_command_settle_what_is_due(study, capsys):
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first)
+    _rate(second)
+    Annotation.objects.filter(example=example).update(settle_by=timezone.now() - timedelta(seconds=1))
+
+    assert settle_ratings_task.call() == {"settled": 2}
+    call_command("settle_ratings")
+
+    assert "Settled 0 ratings" in capsys.readouterr().out
+    example.refresh_from_db()
+    assert example.state == ExampleState.CONSENSUS
+
+
+def test_the_release_and_the_counts_ignore_undone_and_unsettled_ratings(study, tmp_path):
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first)
+    settle_due_ratings(now=_later())
+    _rate(second, Rating.MINOR_DISCREPANCY)
+    undo_last_rating(second.reader)
+    _rate(Assignment.objects.select_related("reader", "example__study").get(pk=second.pk))  # still unsettled
+
+    summary = build_release(study, tmp_path / "out", license_text="CC0\n", include_unfinished=True)
+
+    assert summary.row_counts["task2/task2_full.csv"] == 1
+    full = (tmp_path / "out" / "task2" / "task2_full.csv").read_text()
+    assert "Minor Discrepancy" not in full
+
+
+def test_routing_never_counts_a_rating_still_in_its_window(study):
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first)
+    later = _rate(second)
+    Annotation.objects.filter(pk=later.pk).update(settle_by=timezone.now() + timedelta(seconds=WINDOW * 2))
+
+    assert settle_due_ratings(now=_later()) == 1  # the first read settles and routes; the second waits
+
+    example.refresh_from_db()
+    assert example.state == ExampleState.WAITING
+    assert not ConsensusLabel.objects.filter(example=example).exists()
+    undo_last_rating(second.reader)
+    example.refresh_from_db()
+    assert example.state == ExampleState.WAITING
+
+
+def test_the_coordinator_sees_a_rating_in_its_window_and_the_rating_taken_back(study, client, coordinator):
+    from django.urls import reverse
+
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first, Rating.MINOR_DISCREPANCY)
+    undo_last_rating(first.reader)
+    _rate(second)
+    client.force_login(coordinator)
+
+    html = client.get(reverse("example_detail", args=[study.slug, example.public_id])).content.decode()
+    api = client.get(f"/api/studies/{study.slug}/examples/{example.public_id}/").json()
+
+    assert "in its undo window" in html and "Its reader can take it back until" in html
+    assert "Rating taken back by its reader" in html and "A slip." in html
+    [record] = api["annotations"]
+    assert record["settled_at"] is None and record["settle_by"]
