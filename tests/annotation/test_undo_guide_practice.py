@@ -148,3 +148,14 @@ def test_the_u_shortcut_is_offered_only_with_single_key_shortcuts_on(client, rea
     assert ('aria-keyshortcuts="U"' in notice) is single_keys
     assert ("<kbd>U</kbd>" in notice) is single_keys
     assert (f'data-single-key-shortcuts="{"on" if single_keys else "off"}"') in page
+    # The form's key hint names U too, in a study with an undo window.
+    assert ("<kbd>U</kbd> undoes your last rating" in page) is single_keys
+
+
+def test_the_form_names_no_u_key_where_undo_is_off(client, reading):
+    study, reader = reading
+    Study.objects.filter(pk=study.pk).update(undo_window_seconds=0)
+    client.force_login(reader)
+    page = client.get(reverse("reading_next", args=[study.slug, Task.REALISM]), follow=True).content.decode()
+    assert "<kbd>1</kbd> <kbd>2</kbd> <kbd>3</kbd> choose" in page
+    assert "<kbd>U</kbd>" not in page

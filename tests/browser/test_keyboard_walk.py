@@ -49,13 +49,13 @@ def heading_in_viewport(page: Page) -> dict:
     )
 
 
-def assert_new_item_in_view_and_focused(page: Page, name: str) -> dict:
+def assert_new_item_in_view_and_focused(page: Page, name: str, saved: str = "") -> dict:
     heading = page.get_by_role("heading", name=name, exact=True)
     expect(heading).to_be_focused()
     place = heading_in_viewport(page)
     assert place["top"] >= 0 and place["bottom"] <= place["viewport"], place
-    # Announced politely, from a live region outside the swapped part.
-    expect(page.locator("#announcer")).to_have_text(name)
+    # Announced politely, from a live region outside the swapped part, with what was just saved.
+    expect(page.locator("#announcer")).to_have_text(f"{name}. {saved}" if saved else name)
     assert page.evaluate("!document.getElementById('reading').contains(document.getElementById('announcer'))")
     return place
 
@@ -83,7 +83,7 @@ def test_a_reader_rates_a_queue_without_scrolling_back(zoom_page: Page, world: W
     page.keyboard.press("Control+Enter")
 
     expect(page.locator("#reading")).to_have_attribute("data-item", str(second.public_id))
-    place = assert_new_item_in_view_and_focused(page, "Item 2, Task 1: Realism")
+    place = assert_new_item_in_view_and_focused(page, "Item 2, Task 1: Realism", saved="Saved: Item 1, Realistic")
     print(f"\n[{page.zoom_label}] reading: next heading top {place['top']:.0f} px (viewport {place['viewport']} px)")
     # The keys act on the new item at once.
     page.keyboard.press("1")
