@@ -1,4 +1,5 @@
 import uuid
+from collections.abc import Callable
 
 from django.db.models import Count, QuerySet
 from drf_spectacular.types import OpenApiTypes
@@ -52,7 +53,7 @@ from annotation.practice import (
     submit_practice,
 )
 from annotation.reading import next_assignment, queue_position, reader_queues, reading_item, undo_seconds_left
-from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs
+from annotation.services import ImportReport, SamplingRefused, import_pairs, import_rewrites, sample_pairs
 from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.services import (
     AlreadySubmitted,
@@ -97,16 +98,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser])
     def imports(self, request: Request, slug: str | None = None) -> Response:
         """Import a CSV or JSON Lines file of candidate pairs, all or nothing."""
-        study = self.get_object()
-        form = serializers.ImportRequestSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        upload = form.validated_data["file"]
-        try:
-            report = import_pairs(study, upload.read(), filename=upload.name, dry_run=form.validated_data["dry_run"])
-        except ImportRejected as rejected:
-            return Response({"errors": [p.as_dict() for p in rejected.problems]}, status=status.HTTP_400_BAD_REQUEST)
-        code = status.HTTP_201_CREATED if report.created and not report.dry_run else status.HTTP_200_OK
-        return Response(report.as_dict(), status=code)
+        return self._import_upload(request, import_pairs)
 
     @extend_schema(
         request={"multipart/form-data": serializers.ImportRequestSerializer},
@@ -119,12 +111,16 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser])
     def rewrites(self, request: Request, slug: str | None = None) -> Response:
         """Import a CSV or JSON Lines file of rewrites, each joined to its stored original report, all or nothing."""
+        return self._import_upload(request, import_rewrites)
+
+    def _import_upload(self, request: Request, importer: Callable[..., ImportReport]) -> Response:
+        """Run one all-or-nothing import of the uploaded file: 201 when rows were created, 400 with every problem."""
         study = self.get_object()
         form = serializers.ImportRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         upload = form.validated_data["file"]
         try:
-            report = import_rewrites(study, upload.read(), filename=upload.name, dry_run=form.validated_data["dry_run"])
+            report = importer(study, upload.read(), filename=upload.name, dry_run=form.validated_data["dry_run"])
         except ImportRejected as rejected:
             return Response({"errors": [p.as_dict() for p in rejected.problems]}, status=status.HTTP_400_BAD_REQUEST)
         code = status.HTTP_201_CREATED if report.created and not report.dry_run else status.HTTP_200_OK
