@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
 # The project's packages: every top-level folder with an apps.py, and config.
 APPS = ("config", *sorted(path.parent.name for path in ROOT.glob("*/apps.py")))
-ALSO_COPY = ("templates", "static", "manage.py")
+ALSO_COPY = ("templates", "static", "docs", "manage.py")
 LINKED = (*APPS, *ALSO_COPY, "tests", "pyproject.toml")
 
 PERMISSIONS = ["tests/config/test_permission_matrix.py", "tests/annotation/test_api_permissions.py"]
@@ -57,6 +57,7 @@ MODULES: dict[str, list[str]] = {
         "tests/consensus/test_routing_properties.py",
     ],
     "annotation/queues.py": [
+        "tests/annotation/test_queue_counters.py",
         "tests/consensus/test_assign_readers.py",
         "tests/annotation/test_reader_api_next_order.py",
         "tests/consensus/test_routing_properties.py",

@@ -28,6 +28,7 @@ from annotation.models import (
 )
 from annotation.services import sample_pairs
 from consensus.assignment import assign_readers
+from tests.invariants import queue_counter_mismatches
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate_open_reads
 
 pytestmark = pytest.mark.django_db
@@ -110,6 +111,8 @@ def test_the_first_assignment_gives_every_example_two_readers_and_balances_their
     assert announced == Counter(
         str(pid) for pid in Assignment.objects.filter(study=study).values_list("public_id", flat=True)
     )
+
+    assert queue_counter_mismatches(study) == {}
 
     # A second run gives nobody anything more.
     assign_readers(study, actor=make_user(Role.COORDINATOR), tasks=shape["tasks"])

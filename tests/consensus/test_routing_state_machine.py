@@ -51,6 +51,7 @@ from consensus.services import (
     undo_last_rating,
     void_annotation,
 )
+from tests.invariants import queue_counter_mismatches
 from tests.factories import make_reading_study, make_user
 
 
@@ -214,18 +215,7 @@ class RoutingMachine(RuleBasedStateMachine):
     def the_queue_counters_match_the_assignments(self) -> None:
         if self.study is None:
             return
-        counted = {
-            (q.reader_id, q.task): (q.open_count, q.rated_count) for q in ReaderQueue.objects.filter(study=self.study)
-        }
-        actual: Counter = Counter()
-        for reader_id, task, status in Assignment.objects.filter(study=self.study).values_list(
-            "reader_id", "task", "status"
-        ):
-            actual[(reader_id, task, status)] += 1
-        for key in {(r, t) for r, t, _ in actual} | set(counted):
-            opened = actual[(*key, AssignmentStatus.OPEN)]
-            rated = actual[(*key, AssignmentStatus.DONE)] + actual[(*key, AssignmentStatus.VOIDED)]
-            assert counted.get(key, (0, 0)) == (opened, rated), key
+        assert queue_counter_mismatches(self.study) == {}
 
     @invariant()
     def no_reader_holds_both_versions_of_a_pair_when_kept_apart(self) -> None:
