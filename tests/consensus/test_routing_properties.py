@@ -28,8 +28,8 @@ from annotation.models import (
 )
 from annotation.services import sample_pairs
 from consensus.assignment import assign_readers
-from tests.invariants import queue_counter_mismatches
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate_open_reads
+from tests.invariants import queue_counter_mismatches
 
 pytestmark = pytest.mark.django_db
 

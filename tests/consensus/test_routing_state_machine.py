@@ -28,7 +28,6 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    ReaderQueue,
     Role,
     Study,
     StudyMember,
@@ -51,8 +50,8 @@ from consensus.services import (
     undo_last_rating,
     void_annotation,
 )
-from tests.invariants import queue_counter_mismatches
 from tests.factories import make_reading_study, make_user
+from tests.invariants import queue_counter_mismatches
 
 
 class RoutingMachine(RuleBasedStateMachine):
