@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
 # The project's packages: every top-level folder with an apps.py, and config.
 APPS = ("config", *sorted(path.parent.name for path in ROOT.glob("*/apps.py")))
-ALSO_COPY = ("templates", "static", "docs", "manage.py")
+ALSO_COPY = ("templates", "static", "docs", "tools", "manage.py")
 LINKED = (*APPS, *ALSO_COPY, "tests", "pyproject.toml")
 
 PERMISSIONS = ["tests/config/test_permission_matrix.py", "tests/annotation/test_api_permissions.py"]
