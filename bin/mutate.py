@@ -52,8 +52,14 @@ MODULES: dict[str, list[str]] = {
     # Queues: automatic and manual assignment, enrolment.
     "consensus/assignment.py": [
         "tests/consensus/test_assign_readers.py",
+        "tests/consensus/test_assign_readers_command.py",
         "tests/consensus/test_manual_assignment.py",
         "tests/consensus/test_keep_versions_apart.py",
+        "tests/consensus/test_route_example.py",
+        "tests/consensus/test_unrouted.py",
+        "tests/consensus/test_query_budgets.py",
+        "tests/annotation/test_third_read_blinding.py",
+        "tests/annotation/test_queue_counters.py",
         "tests/consensus/test_routing_properties.py",
     ],
     "annotation/queues.py": [
@@ -85,6 +91,11 @@ MODULES: dict[str, list[str]] = {
         "tests/exports/test_release_recovery.py",
         "tests/exports/test_release_versions.py",
         "tests/exports/test_release_retry_delete.py",
+        "tests/exports/test_release_api.py",
+        "tests/exports/test_release_page.py",
+        "tests/exports/test_release_guide_and_practice.py",
+        "tests/exports/test_release_snapshot.py",
+        "tests/judges/test_release_judges.py",
     ],
 }
 
