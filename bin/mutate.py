@@ -128,9 +128,8 @@ def work_folder(module: str) -> Path:
 def migrated_template() -> Path:
     """An SQLite database migrated once per bin/mutate run; each test run starts from a copy of it."""
     WORK.mkdir(exist_ok=True)
-    template = WORK / "template.sqlite3"
-    for stale in WORK.glob("template.sqlite3*"):
-        stale.unlink()
+    # Of this run's own: another bin/mutate may be running beside it.
+    template = WORK / f"template-{os.getpid()}.sqlite3"
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{template}", "DJANGO_SETTINGS_MODULE": "config.settings_test"}
     for command in (["migrate", "--run-syncdb", "--verbosity", "0"], ["createcachetable"]):
         subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env=env, check=True)  # noqa: S603
@@ -211,9 +210,14 @@ def main() -> int:
         parser.error(f"not a core module: {', '.join(unknown)}. See --list.")
     modules = args.modules or list(MODULES)
     template = migrated_template()
-    results = [
-        mutate(m, template=template, max_children=args.max_children, fresh=args.fresh, only=args.only) for m in modules
-    ]
+    try:
+        results = [
+            mutate(m, template=template, max_children=args.max_children, fresh=args.fresh, only=args.only)
+            for m in modules
+        ]
+    finally:
+        for path in WORK.glob(f"{template.name}*"):
+            path.unlink()
     for result in results:
         report(result)
     failed = [result["module"] for result in results if result["returncode"]]
