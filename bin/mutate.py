@@ -46,7 +46,11 @@ MODULES: dict[str, list[str]] = {
     "annotation/decorators.py": PERMISSIONS,
     "annotation/permissions.py": PERMISSIONS,
     "annotation/roles.py": [*PERMISSIONS, "tests/annotation/test_create_user.py"],
-    "consensus/conflicts.py": [*PERMISSIONS, "tests/consensus/test_conflict_of_interest.py"],
+    "consensus/conflicts.py": [
+        *PERMISSIONS,
+        "tests/consensus/test_conflicts.py",
+        "tests/consensus/test_conflict_of_interest.py",
+    ],
     # Routing, the A/B coin, the rationale rules.
     "consensus/services.py": ROUTING,
     # Queues: automatic and manual assignment, enrolment.

@@ -32,13 +32,10 @@ def pairs_with_open_work(user: AbstractBaseUser) -> QuerySet:
     return CandidatePair.objects.filter(Q(pk__in=open_reads) | Q(pk__in=open_adjudications))
 
 
-def hidden_pair_ids(user: AbstractBaseUser, study: Study | None = None) -> frozenset[int]:
-    """The ids of the pairs (of one study, or of all) hidden from user. One query, however long the list
-    that is then masked with it."""
-    pairs = pairs_with_open_work(user)
-    if study is not None:
-        pairs = pairs.filter(study=study)
-    return frozenset(pairs.values_list("pk", flat=True))
+def hidden_pair_ids(user: AbstractBaseUser, study: Study) -> frozenset[int]:
+    """The ids of the study's pairs hidden from user. One query, however long the list that is then
+    masked with it."""
+    return frozenset(pairs_with_open_work(user).filter(study=study).values_list("pk", flat=True))
 
 
 def is_hidden_from(user: AbstractBaseUser, pair_id: int) -> bool:

@@ -5,7 +5,7 @@ from django.contrib.auth.models import Permission
 
 from annotation.models import AssignmentStatus, Example, ReportType, Role, Task
 from annotation.roles import enrolment_warning, roles_by_user, user_roles
-from consensus.conflicts import hidden_pair_ids, is_hidden_from, pairs_with_open_work
+from consensus.conflicts import hidden_pair_ids, is_hidden_from, mark_hidden, pairs_with_open_work
 from consensus.models import Adjudication, AdjudicationStatus
 from tests.factories import make_assignment, make_example, make_pair, make_study, make_user
 
@@ -44,7 +44,7 @@ def test_a_rated_or_voided_read_hides_nothing(pair, status):
     make_assignment(_example(pair, Task.EQUIVALENCE), user, status=status)
 
     assert not is_hidden_from(user, pair.pk)
-    assert hidden_pair_ids(user) == frozenset()
+    assert hidden_pair_ids(user, pair.study) == frozenset()
 
 
 def test_one_rated_read_does_not_show_a_pair_with_another_open_one(pair):
@@ -79,7 +79,25 @@ def test_only_the_study_asked_about_is_listed(pair):
     make_assignment(_example(pair, Task.EQUIVALENCE), user)
 
     assert hidden_pair_ids(user, make_study()) == frozenset()
-    assert hidden_pair_ids(user) == {pair.pk}
+    assert hidden_pair_ids(user, pair.study) == {pair.pk}
+
+
+def test_mark_hidden_follows_the_path_to_each_rows_pair():
+    class Row:
+        def __init__(self, **fields):
+            self.__dict__.update(fields)
+
+    hidden, shown, about_a_member, bare = (
+        Row(example=Row(pair_id=7)),
+        Row(example=Row(pair_id=8)),
+        Row(example=None),
+        Row(),
+    )
+    rows = [hidden, shown, about_a_member, bare]
+
+    assert mark_hidden(rows, frozenset({7})) is rows
+    assert [row.hidden for row in rows] == [True, False, False, False]
+    assert [row.hidden for row in mark_hidden([Row(pk=7), Row(pk=9)], frozenset({7}), "pk")] == [True, False]
 
 
 # --- The enrolment warning ------------------------------------------------------------------------
