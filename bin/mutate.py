@@ -45,7 +45,12 @@ MODULES: dict[str, list[str]] = {
     # The role and object checks of every view.
     "annotation/decorators.py": PERMISSIONS,
     "annotation/permissions.py": PERMISSIONS,
-    "annotation/roles.py": [*PERMISSIONS, "tests/annotation/test_create_user.py"],
+    "annotation/roles.py": [
+        *PERMISSIONS,
+        "tests/annotation/test_create_user.py",
+        "tests/consensus/test_conflicts.py",
+        "tests/judges/test_judge_reading.py",
+    ],
     "consensus/conflicts.py": [
         *PERMISSIONS,
         "tests/consensus/test_conflicts.py",
