@@ -10,6 +10,7 @@ from django.db import connection, connections
 from django.tasks import TaskResultStatus, default_task_backend
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Role
@@ -192,6 +193,8 @@ def test_progress_is_written_at_most_every_five_percent(monkeypatch):
 @pytest.mark.django_db
 def test_a_failed_build_leaves_no_files_behind(monkeypatch, releases_dir):
     release = make_release(make_study("s1"))
+    # Another worker's build, alive: this failure is not its failure.
+    elsewhere = make_release(make_study("s2"), status=ReleaseStatus.RUNNING, heartbeat_at=timezone.now())
 
     def half_built(study, out_dir, **options):
         out_dir.mkdir(parents=True)
@@ -205,6 +208,8 @@ def test_a_failed_build_leaves_no_files_behind(monkeypatch, releases_dir):
     assert release.status == ReleaseStatus.FAILED
     assert (release.zip_path, release.sha256) == ("", "")
     assert list(releases_dir.iterdir()) == []
+    elsewhere.refresh_from_db()
+    assert (elsewhere.status, elsewhere.error) == (ReleaseStatus.RUNNING, "")
 
 
 @pytest.mark.django_db
