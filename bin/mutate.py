@@ -37,6 +37,13 @@ ROUTING = [
     # Not the state machine (test_routing_state_machine.py): a mutant that survives everything
     # else would run it for minutes. The bounded properties stay.
     "tests/consensus/test_routing_properties.py",
+    # The undo window: ratings settle, are taken back, and only settled ones are routed.
+    "tests/consensus/test_undo_window.py",
+    "tests/annotation/test_reading_undo.py",
+    "tests/annotation/test_undo_blinding.py",
+    # A rating of an item never shown is refused (the web page and the API).
+    "tests/annotation/test_reading_page.py",
+    "tests/annotation/test_reader_api.py",
 ]
 
 # Module -> the tests that guard it. mutmut runs, for each mutant, only those of them that
