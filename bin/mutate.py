@@ -158,20 +158,23 @@ def migrated_template() -> Path:
     return template
 
 
-def mutate(module: str, *, template: Path, max_children: int, fresh: bool, only: list[str]) -> dict:
+def mutate(module: str, *, template: Path | None, max_children: int, fresh: bool, only: list[str]) -> dict:
+    """Run mutmut on one module (template None: only read the results kept from earlier runs)."""
     folder = work_folder(module)
     if fresh:
         shutil.rmtree(folder / "mutants", ignore_errors=True)
     env = {**os.environ, "DEBUG": "1", "READINGROOM_TEST_DB_TEMPLATE": str(template)}
     env.pop("DATABASE_URL", None)
     started = time.monotonic()
-    run = subprocess.run(  # noqa: S603 (no shell; the arguments are this command line's own)
-        [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *only],
-        cwd=folder,
-        env=env,
-        check=False,
-    )
-    elapsed = time.monotonic() - started
+    returncode = 0
+    if template is not None:
+        returncode = subprocess.run(  # noqa: S603 (no shell; the arguments are this command line's own)
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *only],
+            cwd=folder,
+            env=env,
+            check=False,
+        ).returncode
+    elapsed = time.monotonic() - started if template is not None else 0.0
     listed = subprocess.run(
         [sys.executable, "-m", "mutmut", "results", "--all", "true"],
         cwd=folder,
@@ -184,7 +187,7 @@ def mutate(module: str, *, template: Path, max_children: int, fresh: bool, only:
     for line in listed.stdout.splitlines():
         if match := RESULT_LINE.match(line):
             statuses[match["name"]] = match["status"]
-    return {"module": module, "returncode": run.returncode, "seconds": elapsed, "statuses": statuses, "folder": folder}
+    return {"module": module, "returncode": returncode, "seconds": elapsed, "statuses": statuses, "folder": folder}
 
 
 def report(result: dict) -> None:
@@ -192,13 +195,15 @@ def report(result: dict) -> None:
     counts: dict[str, int] = {}
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
-    ran = sum(n for status, n in counts.items() if status in ("killed", "survived", "timeout"))
+    # A mutant no selected test reaches ("no tests") is a survivor too: nothing would notice it.
+    ran = sum(n for status, n in counts.items() if status in ("killed", "survived", "timeout", "no tests"))
     killed = counts.get("killed", 0) + counts.get("timeout", 0)
     score = f"{100 * killed / ran:.1f}%" if ran else "n/a"
-    print(f"\n== {result['module']}: {killed}/{ran} killed ({score}) in {result['seconds'] / 60:.1f} min")
+    took = f" in {result['seconds'] / 60:.1f} min" if result["seconds"] else " (kept results)"
+    print(f"\n== {result['module']}: {killed}/{ran} killed ({score}){took}")
     print("   " + ", ".join(f"{status} {n}" for status, n in sorted(counts.items())))
     for name, status in sorted(statuses.items()):
-        if status not in ("killed", "timeout"):
+        if status not in ("killed", "timeout", "not checked"):
             print(f"   {status}: {name}")
     if any(status == "survived" for status in statuses.values()):
         print(f"   see one: (cd {result['folder'].relative_to(ROOT)} && ../../.venv/bin/mutmut show <name>)")
@@ -210,6 +215,7 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the modules and their tests, and stop")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--fresh", action="store_true", help="forget earlier results of these modules")
+    parser.add_argument("--report", action="store_true", help="print the kept results of these modules, run nothing")
     parser.add_argument(
         "--only",
         action="append",
@@ -228,6 +234,10 @@ def main() -> int:
     if unknown:
         parser.error(f"not a core module: {', '.join(unknown)}. See --list.")
     modules = args.modules or list(MODULES)
+    if args.report:
+        for module in modules:
+            report(mutate(module, template=None, max_children=1, fresh=False, only=[]))
+        return 0
     template = migrated_template()
     try:
         results = [
