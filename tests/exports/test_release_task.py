@@ -250,7 +250,7 @@ def test_a_build_that_cannot_be_queued_says_so(monkeypatch, django_capture_on_co
         pytest.param(True, marks=pytest.mark.django_db(transaction=True), id="committed-as-in-a-worker"),
     ],
 )
-def test_progress_is_written_while_the_rows_are_still_streaming(monkeypatch, committed):
+def test_progress_is_written_while_the_rows_are_still_streaming(monkeypatch, caplog, committed):
     # A real build reporting progress after every row: the worker writes it to the database while
     # the build is still reading a file (on PostgreSQL, in the middle of a COPY).
     monkeypatch.setattr("exports.services.CHUNK", 1)
@@ -280,11 +280,26 @@ def test_progress_is_written_while_the_rows_are_still_streaming(monkeypatch, com
         assert len(seen_elsewhere) > 10
         assert seen_elsewhere == sorted(seen_elsewhere)
         assert set(seen_elsewhere) == set(written)
+        # Each write was confirmed in time: no warning.
+        assert "not written in time" not in caplog.text
     else:
         progress = [
             q["sql"] for q in queries if q["sql"].startswith('UPDATE "exports_release"') and "progress" in q["sql"]
         ]
         assert len(progress) > 10
+
+
+@pytest.mark.django_db
+def test_a_progress_write_the_monitor_never_confirms_is_given_up_on_with_a_warning(monkeypatch, caplog):
+    # The monitor's thread is stuck (here: never started): the build goes on after the wait,
+    # and the log says which write was lost.
+    monkeypatch.setattr(tasks, "WRITE_WAIT_SECONDS", 0.01)
+    monitor = tasks.BuildMonitor(release_pk=41)
+    monitor.threaded = True
+
+    monitor.progress(35)
+
+    assert [r.getMessage() for r in caplog.records] == ["Release 41: progress 35% not written in time"]
 
 
 def _progress_seen_by_another_connection(release_pk: int) -> int:
