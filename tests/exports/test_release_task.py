@@ -302,6 +302,20 @@ def test_a_progress_write_the_monitor_never_confirms_is_given_up_on_with_a_warni
     assert [r.getMessage() for r in caplog.records] == ["Release 41: progress 35% not written in time"]
 
 
+@pytest.mark.django_db
+def test_the_monitor_writes_to_its_own_release_while_it_is_building_only():
+    mine = make_release(make_study("s1"), status=ReleaseStatus.RUNNING)
+    other = make_release(make_study("s2"), status=ReleaseStatus.RUNNING)
+    monitor = tasks.BuildMonitor(mine.pk)
+    assert not monitor.threaded  # inside the test's transaction: written on this connection
+
+    monitor.progress(40)
+    Release.objects.filter(pk=mine.pk).update(status=ReleaseStatus.FAILED)
+    monitor.progress(60)
+
+    assert dict(Release.objects.values_list("pk", "progress")) == {mine.pk: 40, other.pk: 0}
+
+
 def _progress_seen_by_another_connection(release_pk: int) -> int:
     seen = []
 
