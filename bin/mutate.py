@@ -54,6 +54,7 @@ MODULES: dict[str, list[str]] = {
     "annotation/permissions.py": PERMISSIONS,
     "annotation/roles.py": [
         *PERMISSIONS,
+        "tests/annotation/test_roles.py",
         "tests/annotation/test_create_user.py",
         "tests/consensus/test_conflicts.py",
         "tests/judges/test_judge_reading.py",
