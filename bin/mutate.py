@@ -139,9 +139,9 @@ def work_folder(module: str) -> Path:
     setup = "\n".join(lines) + "\n"
     cfg = folder / "setup.cfg"
     if not cfg.exists() or cfg.read_text() != setup:
+        # mutmut collects the coverage of tests new to the selection. The verdicts it keeps stand
+        # until their function changes: --survivors re-tests the survivors, --fresh everything.
         cfg.write_text(setup)
-        # Another test selection: start afresh rather than trust results collected with the old one.
-        shutil.rmtree(folder / "mutants", ignore_errors=True)
     return folder
 
 
@@ -218,6 +218,9 @@ def main() -> int:
     parser.add_argument("--fresh", action="store_true", help="forget earlier results of these modules")
     parser.add_argument("--report", action="store_true", help="print the kept results of these modules, run nothing")
     parser.add_argument(
+        "--survivors", action="store_true", help="re-test only the kept survivors (after adding tests for them)"
+    )
+    parser.add_argument(
         "--only",
         action="append",
         default=[],
@@ -241,10 +244,17 @@ def main() -> int:
         return 0
     template = migrated_template()
     try:
-        results = [
-            mutate(m, template=template, max_children=args.max_children, fresh=args.fresh, only=args.only)
-            for m in modules
-        ]
+        results = []
+        for module in modules:
+            only = args.only
+            if args.survivors:
+                kept = mutate(module, template=None, max_children=1, fresh=False, only=[])["statuses"]
+                only = [name for name, status in kept.items() if status in ("survived", "no tests")]
+                if not only:
+                    continue
+            results.append(
+                mutate(module, template=template, max_children=args.max_children, fresh=args.fresh, only=only)
+            )
     finally:
         for path in WORK.glob(f"{template.name}*"):
             path.unlink()
