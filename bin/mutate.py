@@ -41,6 +41,8 @@ ROUTING = [
     "tests/consensus/test_undo_window.py",
     "tests/annotation/test_reading_undo.py",
     "tests/annotation/test_undo_blinding.py",
+    # The adjudicator's own showing and A/B coin.
+    "tests/annotation/test_adjudication_page.py",
     # A rating of an item never shown is refused (the web page and the API).
     "tests/annotation/test_reading_page.py",
     "tests/annotation/test_reader_api.py",

@@ -380,3 +380,22 @@ def test_the_coordinator_sees_a_rating_in_its_window_and_the_rating_taken_back(s
     assert "Rating taken back by its reader" in html and "A slip." in html
     [record] = api["annotations"]
     assert record["settled_at"] is None and record["settle_by"]
+
+
+def test_a_settlement_that_cannot_be_queued_is_logged_and_the_rating_kept(
+    study, monkeypatch, caplog, django_capture_on_commit_callbacks
+):
+    class QueueDown:
+        def using(self, **options):
+            raise ConnectionError("the task queue is down")
+
+    monkeypatch.setattr("consensus.tasks.settle_ratings_task", QueueDown())
+    first, _ = _reads(_equivalence(study))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        annotation = _rate(first)
+
+    assert Annotation.objects.filter(pk=annotation.pk).exists()
+    [record] = [r for r in caplog.records if r.name == "readingroom.consensus"]
+    assert record.getMessage() == f"Could not queue the settlement of the ratings due at {annotation.settle_by.isoformat()}"
+    assert record.exc_info[0] is ConnectionError
