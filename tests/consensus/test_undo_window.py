@@ -397,5 +397,6 @@ def test_a_settlement_that_cannot_be_queued_is_logged_and_the_rating_kept(
 
     assert Annotation.objects.filter(pk=annotation.pk).exists()
     [record] = [r for r in caplog.records if r.name == "readingroom.consensus"]
-    assert record.getMessage() == f"Could not queue the settlement of the ratings due at {annotation.settle_by.isoformat()}"
+    due = annotation.settle_by.isoformat()
+    assert record.getMessage() == f"Could not queue the settlement of the ratings due at {due}"
     assert record.exc_info[0] is ConnectionError
