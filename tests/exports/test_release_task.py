@@ -152,7 +152,7 @@ def test_the_options_reach_the_build():
 
 
 @pytest.mark.django_db
-def test_a_release_is_built_once():
+def test_a_release_is_built_once(caplog):
     study = rated_study()
     release = make_release(study)
     build_release_task.call(str(release.public_id))
@@ -161,6 +161,7 @@ def test_a_release_is_built_once():
     again = build_release_task.call(str(release.public_id))
 
     assert again == {"release": str(release.public_id), "status": "skipped"}
+    assert f"Release {release.public_id} is not queued (any more); nothing to build." in caplog.messages
     built = Release.objects.get()
     assert (built.status, built.sha256, built.finished_at) == (ReleaseStatus.DONE, release.sha256, release.finished_at)
 
@@ -314,6 +315,41 @@ def test_the_monitor_writes_to_its_own_release_while_it_is_building_only():
     monitor.progress(60)
 
     assert dict(Release.objects.values_list("pk", "progress")) == {mine.pk: 40, other.pk: 0}
+
+
+@pytest.mark.django_db
+def test_a_build_starts_from_nothing_whatever_an_earlier_attempt_left(monkeypatch):
+    # A release queued again after a failure: its bar starts at 0 and the old error is gone.
+    release = make_release(make_study("s1"), progress=60, error="The worker was stopped during the build.")
+    seen = []
+
+    def look(study, out_dir, **options):
+        seen.append(Release.objects.values_list("status", "progress", "error").get(pk=release.pk))
+        raise ReleaseRefused("stop here")
+
+    monkeypatch.setattr(tasks, "build_release", look)
+    build_release_task.call(str(release.public_id))
+
+    assert seen == [(ReleaseStatus.RUNNING, 0, "")]
+
+
+@pytest.mark.django_db
+def test_a_write_that_fails_stops_an_inline_build_but_only_logs_on_the_monitors_thread(monkeypatch, caplog):
+    def database_gone(*args, **kwargs):
+        raise ConnectionError("the database went away")
+
+    monkeypatch.setattr(Release.objects, "filter", database_gone)
+    inline = tasks.BuildMonitor(release_pk=41)
+    with pytest.raises(ConnectionError):
+        inline.progress(50)
+    assert caplog.records == []
+
+    on_thread = tasks.BuildMonitor(release_pk=41)
+    on_thread.threaded = True
+    on_thread._write(50)  # what the monitor's thread runs: the next beat may get through
+    [record] = caplog.records
+    assert record.getMessage() == "Release 41: could not write progress or heartbeat"
+    assert record.exc_info[0] is ConnectionError
 
 
 def _progress_seen_by_another_connection(release_pk: int) -> int:
