@@ -87,7 +87,7 @@ def grant_role(user: AbstractBaseUser, role: str, *, subspecialty: str | None = 
     ensure_role_groups()
     held = user_roles(user) if user.pk else frozenset()
     if role == Role.JUDGE and (user.is_superuser or held - {Role.JUDGE}):
-        others = ", ".join(Role(r).label for r in sorted(held - {Role.JUDGE})) or "superuser"
+        others = "superuser" if user.is_superuser else ", ".join(Role(r).label for r in sorted(held - {Role.JUDGE}))
         raise RoleRefused(
             f"{user.get_username()} is a person's account ({others}); an automated judge needs an account of its own."
         )

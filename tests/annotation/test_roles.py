@@ -1,10 +1,20 @@
-"""annotation.roles: the role groups, and the conflict-of-interest warning in full."""
+"""annotation.roles: the role groups, the judge/person rule, and the conflict-of-interest warning in full."""
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from annotation.models import Role
-from annotation.roles import ROLE_GROUP_NAMES, ROLE_PERMISSIONS, enrolment_warning, ensure_role_groups
+from annotation.roles import (
+    ROLE_GROUP_NAMES,
+    ROLE_PERMISSIONS,
+    RoleRefused,
+    enrolment_warning,
+    ensure_role_groups,
+    grant_role,
+    user_roles,
+)
+from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -33,3 +43,27 @@ def test_the_warning_for_both_unblinded_roles_reads_in_full():
         "are hidden from their coordinator pages until they have rated them, but what they saw of a pair "
         "before it reached their queue cannot be unseen. Prefer a reader who holds neither role."
     )
+
+
+def test_a_person_is_never_made_a_judge_and_a_judge_never_a_person_and_the_refusal_says_why():
+    person = make_user(Role.READER, Role.COORDINATOR, username="alice")
+    with pytest.raises(RoleRefused) as refused:
+        grant_role(person, Role.JUDGE)
+    assert str(refused.value) == (
+        "alice is a person's account (Coordinator, Reader); an automated judge needs an account of its own."
+    )
+
+    root = get_user_model().objects.create_superuser("root", password="x" * 20)
+    with pytest.raises(RoleRefused) as refused:
+        grant_role(root, Role.JUDGE)
+    assert (
+        str(refused.value) == "root is a person's account (superuser); an automated judge needs an account of its own."
+    )
+
+    judge = make_user(Role.JUDGE, username="rules-judge")
+    with pytest.raises(RoleRefused) as refused:
+        grant_role(judge, Role.READER)
+    assert str(refused.value) == (
+        "rules-judge is an automated judge's account; it holds no other role. Create a separate account for the person."
+    )
+    assert user_roles(judge) == {Role.JUDGE}
