@@ -267,7 +267,7 @@ def test_the_documented_timeout_is_several_heartbeats():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("when", ["while zipping", "just before it is marked done"])
-def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypatch, releases_dir, when):
+def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypatch, caplog, releases_dir, when):
     # A worker frozen (not dead) past the timeout, then resumed: the verdict "Failed" stands.
     release = make_release(rated_study())
     zip_release, rmtree = services.zip_release, tasks.shutil.rmtree
@@ -296,6 +296,10 @@ def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypat
     assert "worker building this release stopped" in release.error
     assert release.zip_path == ""
     assert _everything_under(releases_dir) == []
+    if when == "just before it is marked done":
+        # Its files all written, it finds its verdict when it would mark itself done.
+        abandoned = f"Release {release.public_id} was marked failed during its build; its files are removed."
+        assert abandoned in caplog.messages
 
 
 @pytest.mark.django_db

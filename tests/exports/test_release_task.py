@@ -192,7 +192,7 @@ def test_progress_is_written_at_most_every_five_percent(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_failed_build_leaves_no_files_behind(monkeypatch, releases_dir):
+def test_a_failed_build_leaves_no_files_behind(monkeypatch, caplog, releases_dir):
     release = make_release(make_study("s1"))
     # Another worker's build, alive: this failure is not its failure.
     elsewhere = make_release(make_study("s2"), status=ReleaseStatus.RUNNING, heartbeat_at=timezone.now())
@@ -207,6 +207,12 @@ def test_a_failed_build_leaves_no_files_behind(monkeypatch, releases_dir):
 
     release.refresh_from_db()
     assert release.status == ReleaseStatus.FAILED
+    # The data manager's words; the traceback goes to the log.
+    assert release.error == (
+        "The build failed unexpectedly; the error is in the server log. Try again, or ask an administrator."
+    )
+    [logged] = [r for r in caplog.records if r.name == "readingroom.exports"]
+    assert (logged.getMessage(), logged.exc_info[0]) == (f"Release {release.public_id} failed to build", OSError)
     assert (release.zip_path, release.sha256) == ("", "")
     assert list(releases_dir.iterdir()) == []
     elsewhere.refresh_from_db()
@@ -226,7 +232,7 @@ def test_a_worker_stopped_mid_build_marks_the_release_failed(monkeypatch):
 
     release.refresh_from_db()
     assert release.status == ReleaseStatus.FAILED
-    assert "worker was stopped" in release.error
+    assert release.error == "The worker was stopped during the build. Build it again."
 
 
 @pytest.mark.django_db
@@ -331,6 +337,9 @@ def test_a_build_starts_from_nothing_whatever_an_earlier_attempt_left(monkeypatc
     build_release_task.call(str(release.public_id))
 
     assert seen == [(ReleaseStatus.RUNNING, 0, "")]
+    # A refusal found during the build is the release's error, word for word.
+    release.refresh_from_db()
+    assert (release.status, release.error) == (ReleaseStatus.FAILED, "stop here")
 
 
 @pytest.mark.django_db
