@@ -167,6 +167,29 @@ def test_undo_takes_the_rating_back_and_puts_its_item_first_in_the_queue(study):
     assert taken_back_rating(first) == {"rating": Rating.MINOR_DISCREPANCY, "rationale": "A slip."}
 
 
+def test_an_item_taken_back_goes_before_every_other_open_item_of_its_queue():
+    study, readers, _ = make_reading_study(pairs=6, readers=4, keep_versions_apart=False)
+    study.undo_window_seconds = WINDOW
+    study.save(update_fields=["undo_window_seconds"])
+    reader = readers[0]
+    queue = list(
+        Assignment.objects.filter(reader=reader, study=study, task=Task.EQUIVALENCE, status=AssignmentStatus.OPEN)
+        .select_related("reader", "example__study")
+        .order_by("queue_order")
+    )
+    assert len(queue) >= 3
+    # Rated out of turn (the service allows any of the reader's open items): the last of the queue.
+    last = queue[-1]
+    _rate(last)
+
+    undo_last_rating(reader)
+
+    reopened = Assignment.objects.filter(
+        reader=reader, study=study, task=Task.EQUIVALENCE, status=AssignmentStatus.OPEN
+    )
+    assert list(reopened.order_by("queue_order").values_list("pk", flat=True)) == [a.pk for a in [last, *queue[:-1]]]
+
+
 def test_the_audit_trail_keeps_the_rating_taken_back_and_the_corrected_one(study):
     example = _equivalence(study)
     first, _ = _reads(example)
