@@ -537,19 +537,16 @@ def _route_adjudication(example: Example, *, actor: AbstractBaseUser | None) -> 
     _set_state(example, example.state, unrouted=False)
 
 
-def route_unrouted(study_pk: int, *, actor: AbstractBaseUser | None = None) -> int:
-    """Try again to route every example waiting for an eligible person. Returns how many left the list."""
-    routed = 0
+def route_unrouted(study_pk: int, *, actor: AbstractBaseUser | None = None) -> None:
+    """Try again to route every example of the study waiting for an eligible person."""
     for example_pk in (
         Example.objects.filter(study_id=study_pk, unrouted=True).order_by("pk").values_list("pk", flat=True)
     ):
         with transaction.atomic(), queues.counting():
             example = lock_example(example_pk)
-            if not example.unrouted:
-                continue
-            route_example(example, actor=actor, refill=True)
-            routed += not example.unrouted
-    return routed
+            # Routed meanwhile (another member added at the same moment): nothing left to do.
+            if example.unrouted:
+                route_example(example, actor=actor, refill=True)
 
 
 def submit_adjudication(

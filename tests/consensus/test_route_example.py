@@ -16,6 +16,7 @@ from annotation.models import (
     Rating,
     ReaderQueue,
     Role,
+    StudyMember,
     Task,
     tiebreak,
 )
@@ -192,6 +193,29 @@ def test_an_example_without_an_eligible_third_reader_waits_until_one_is_added(db
     example.refresh_from_db()
     assert not example.unrouted
     assert _third(example).reader == newcomer
+
+
+def test_enrolling_in_one_study_routes_that_studys_waiting_examples_only(db):
+    def waiting_for_a_third_reader(slug):
+        study, _, _ = make_reading_study(readers=2, pairs=1, keep_versions_apart=False, slug=slug)
+        example = _task1_example(study)
+        first, second = _initial(example)
+        rate(first, REALISTIC, "")
+        rate(second, MINOR)
+        example.refresh_from_db()
+        assert example.unrouted
+        return study, example
+
+    here, waiting_here = waiting_for_a_third_reader("here")
+    elsewhere, waiting_elsewhere = waiting_for_a_third_reader("elsewhere")
+    # The other study has an eligible reader too, enrolled without routing (its coordinator's turn).
+    StudyMember.objects.create(study=elsewhere, user=make_user(Role.READER), role=MemberRole.READER)
+
+    add_study_member(here, make_user(Role.READER), MemberRole.READER, actor=make_user(Role.COORDINATOR))
+
+    waiting_here.refresh_from_db()
+    waiting_elsewhere.refresh_from_db()
+    assert (waiting_here.unrouted, waiting_elsewhere.unrouted) == (False, True)
 
 
 def test_an_example_without_an_adjudicator_waits_until_one_is_added(db):
