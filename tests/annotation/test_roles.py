@@ -67,3 +67,12 @@ def test_a_person_is_never_made_a_judge_and_a_judge_never_a_person_and_the_refus
         "rules-judge is an automated judge's account; it holds no other role. Create a separate account for the person."
     )
     assert user_roles(judge) == {Role.JUDGE}
+
+
+def test_a_users_roles_are_read_once_per_user_object(django_assert_num_queries):
+    user = make_user(Role.READER, Role.COORDINATOR)
+    fresh = get_user_model().objects.get(pk=user.pk)
+
+    with django_assert_num_queries(1):
+        assert user_roles(fresh) == {Role.READER, Role.COORDINATOR}
+        assert user_roles(fresh) == {Role.READER, Role.COORDINATOR}
