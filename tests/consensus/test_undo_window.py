@@ -202,9 +202,17 @@ def test_the_audit_trail_keeps_the_rating_taken_back_and_the_corrected_one(study
     assert actions == [AuditAction.SUBMITTED, AuditAction.UNDONE, AuditAction.SUBMITTED]
     undone = next(event for event in events if event.action == AuditAction.UNDONE)
     assert undone.actor == first.reader
-    assert undone.before["annotation"] == str(taken_back.public_id)
-    assert (undone.before["rating"], undone.before["rationale"]) == (Rating.MINOR_DISCREPANCY, "A slip.")
-    assert undone.before["submitted_at"] == taken_back.created_at.isoformat()
+    # Everything the rating taken back was, for the audit trail.
+    assert undone.before == {
+        "annotation": str(taken_back.public_id),
+        "assignment": str(first.public_id),
+        "slot": first.slot,
+        "rating": Rating.MINOR_DISCREPANCY,
+        "rationale": "A slip.",
+        "submitted_at": taken_back.created_at.isoformat(),
+        "duration_ms": taken_back.duration_ms,
+        "form_token": str(taken_back.form_token),
+    }
     assert events[-1].after["rating"] == corrected.rating == Rating.EQUIVALENT
 
 
