@@ -324,6 +324,15 @@ def test_the_monitor_writes_to_its_own_release_while_it_is_building_only():
 
 
 @pytest.mark.django_db
+def test_the_releases_folder_is_made_on_first_use_with_its_parents(settings, tmp_path):
+    settings.RELEASES_DIR = tmp_path / "not" / "made" / "yet"
+    release = make_release(rated_study())
+
+    assert build_release_task.call(str(release.public_id))["status"] == ReleaseStatus.DONE
+    assert [p.name for p in settings.RELEASES_DIR.iterdir()] == [f"{release.public_id}.zip"]
+
+
+@pytest.mark.django_db
 def test_a_build_starts_from_nothing_whatever_an_earlier_attempt_left(monkeypatch):
     # A release queued again after a failure: its bar starts at 0 and the old error is gone.
     release = make_release(make_study("s1"), progress=60, error="The worker was stopped during the build.")
