@@ -95,6 +95,7 @@ MODULES: dict[str, list[str]] = {
         "tests/annotation/test_reader_api.py",
         "tests/annotation/test_reader_api_next_order.py",
         "tests/annotation/test_reader_home.py",
+        "tests/annotation/test_reading_state.py",
         "tests/annotation/test_reading_undo.py",
         "tests/annotation/test_undo_blinding.py",
         "tests/consensus/test_undo_window.py",

@@ -1,0 +1,98 @@
+"""annotation.reading: the saved notice, the rating taken back and the home's order are each reader's own."""
+
+import uuid
+
+import pytest
+
+from annotation.models import Assignment, AssignmentStatus, Rating, Task
+from annotation.reading import home_studies, saved_notice, taken_back_rating
+from consensus.services import show_assignment, submit_annotation, undo_last_rating
+from tests.factories import make_reading_study
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def study():
+    study, _, _ = make_reading_study(pairs=4, readers=4, keep_versions_apart=False)
+    study.undo_window_seconds = 120
+    study.save(update_fields=["undo_window_seconds"])
+    return study
+
+
+def _open(reader, study) -> list[Assignment]:
+    return list(
+        Assignment.objects.filter(reader=reader, study=study, task=Task.EQUIVALENCE, status=AssignmentStatus.OPEN)
+        .select_related("reader", "example__study")
+        .order_by("queue_order")
+    )
+
+
+def _rate(assignment: Assignment, rating: str = Rating.MINOR_DISCREPANCY, rationale: str = "Mine."):
+    show_assignment(assignment)
+    return submit_annotation(
+        reader=assignment.reader,
+        assignment_id=assignment.public_id,
+        rating=rating,
+        rationale=rationale,
+        form_token=uuid.uuid4(),
+    ).annotation
+
+
+def _shared_example(study):
+    """An example two readers both hold, and their two reads of it."""
+    for example in study.examples.filter(task=Task.EQUIVALENCE):
+        reads = list(example.assignments.select_related("reader", "example__study").order_by("slot"))
+        if len(reads) == 2:
+            return reads
+    raise AssertionError("no shared example")
+
+
+def test_the_saved_notice_is_about_the_readers_own_unsettled_rating_only(study, django_assert_num_queries):
+    mine, colleagues = _shared_example(study)
+    _rate(colleagues, Rating.MAJOR_DISCREPANCY, "Theirs.")
+
+    # A colleague's rating still in its window says nothing to me.
+    assert saved_notice(mine.reader) is None
+
+    _rate(mine)
+    with django_assert_num_queries(2):
+        notice = saved_notice(mine.reader)
+    assert (notice.rating_label, notice.undoable, notice.study_slug) == ("Minor Discrepancy", True, study.slug)
+
+
+def test_a_rating_settled_by_the_next_submit_is_not_announced_again(study):
+    reader = _shared_example(study)[0].reader
+    first, second = _open(reader, study)[:2]
+    _rate(first)
+    _rate(second)  # settles the first
+    undo_last_rating(reader)  # takes the second back
+
+    assert saved_notice(reader) is None
+
+
+def test_the_rating_taken_back_is_this_readers_of_this_read(study):
+    mine, colleagues = _shared_example(study)
+    reader = mine.reader
+    _rate(mine, Rating.MINOR_DISCREPANCY, "My first thought.")
+    undo_last_rating(reader)
+    # Afterwards the colleague takes one back on the same example, and I take back another read.
+    _rate(colleagues, Rating.MAJOR_DISCREPANCY, "Theirs.")
+    undo_last_rating(colleagues.reader)
+    _rate(Assignment.objects.select_related("reader", "example__study").get(pk=mine.pk), Rating.EQUIVALENT, "")
+    other = _open(reader, study)[0]
+    _rate(other, Rating.MAJOR_DISCREPANCY, "Another read.")
+    undo_last_rating(reader)
+
+    mine.refresh_from_db()
+    assert taken_back_rating(mine) == {"rating": Rating.MINOR_DISCREPANCY, "rationale": "My first thought."}
+    other.refresh_from_db()
+    assert taken_back_rating(other) == {"rating": Rating.MAJOR_DISCREPANCY, "rationale": "Another read."}
+
+
+def test_a_study_with_only_an_adjudication_waiting_comes_first_on_the_home():
+    queue = {"study_slug": "a", "study_name": "A", "task": Task.REALISM, "waiting": False}
+    adjudication = {"study_slug": "b", "study_name": "B", "waiting": True}
+
+    assert [study["slug"] for study in home_studies([queue], [adjudication])] == ["b", "a"]
+    assert [study["waiting"] for study in home_studies([queue], [adjudication])] == [True, False]
