@@ -22,7 +22,7 @@ from annotation.models import (
 )
 from consensus.assignment import add_study_member
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-from consensus.services import eligible_readers, submit_adjudication, void_annotation
+from consensus.services import eligible_readers, route_example, submit_adjudication, void_annotation
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -55,6 +55,20 @@ def test_two_agreeing_reads_reach_unanimous_consensus(db):
     consensus = ConsensusLabel.objects.get(example=example)
     assert (consensus.rating, consensus.label_source, consensus.n_annotations) == (REALISTIC, LabelSource.UNANIMOUS, 2)
     assert not example.assignments.filter(slot=3).exists()
+
+
+def test_routing_an_example_again_after_its_consensus_changes_nothing(db):
+    study, _, _ = make_reading_study()
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, REALISTIC, "")
+
+    route_example(Example.objects.get(pk=example.pk), refill=True)
+
+    consensus = ConsensusLabel.objects.get(example=example)
+    assert (consensus.rating, consensus.label_source) == (REALISTIC, LabelSource.UNANIMOUS)
+    assert AuditEvent.objects.filter(example=example, action=AuditAction.CONSENSUS).count() == 1
 
 
 def test_a_disagreement_brings_exactly_one_third_reader(db):
