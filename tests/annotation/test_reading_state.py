@@ -1,13 +1,14 @@
 """annotation.reading: the saved notice, the rating taken back and the home's order are each reader's own."""
 
 import uuid
+from datetime import timedelta
 
 import pytest
 
-from annotation.models import Assignment, AssignmentStatus, Rating, Task
-from annotation.reading import home_studies, saved_notice, taken_back_rating
+from annotation.models import Assignment, AssignmentStatus, Rating, ReaderQueue, Task
+from annotation.reading import home_studies, reader_queues, saved_notice, taken_back_rating
 from consensus.services import show_assignment, submit_annotation, undo_last_rating
-from tests.factories import make_reading_study
+from tests.factories import make_reading_study, make_study
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +97,48 @@ def test_a_study_with_only_an_adjudication_waiting_comes_first_on_the_home():
 
     assert [study["slug"] for study in home_studies([queue], [adjudication])] == ["b", "a"]
     assert [study["waiting"] for study in home_studies([queue], [adjudication])] == [True, False]
+
+
+def test_the_notices_item_number_is_this_readers_count_in_this_queue(study):
+    mine, _ = _shared_example(study)
+    saved = _rate(mine)
+    # Other counters, all older rows than the reader's own (moved last): the colleagues' in the same
+    # queue, the reader's in the other task and in another study.
+    other_study = make_study("elsewhere")
+    ReaderQueue.objects.create(reader=mine.reader, study=other_study, task=Task.EQUIVALENCE, rated_count=9)
+    ReaderQueue.objects.filter(study=study, task=Task.EQUIVALENCE).exclude(reader=mine.reader).update(rated_count=7)
+    ReaderQueue.objects.filter(reader=mine.reader, study=study, task=Task.REALISM).update(rated_count=5)
+    own = ReaderQueue.objects.get(reader=mine.reader, study=study, task=Task.EQUIVALENCE)
+    own.delete()
+    ReaderQueue.objects.create(
+        reader=mine.reader, study=study, task=Task.EQUIVALENCE, open_count=own.open_count, rated_count=1
+    )
+
+    assert saved_notice(mine.reader, saved=saved).item == 1
+
+
+def test_a_rating_can_be_taken_back_until_its_last_second(study):
+    mine, _ = _shared_example(study)
+    saved = _rate(mine)
+
+    last_second = saved_notice(mine.reader, now=saved.settle_by - timedelta(milliseconds=500))
+    assert (last_second.undoable, last_second.seconds_left) == (True, 1)
+    assert saved_notice(mine.reader, saved=saved, now=saved.settle_by).undoable is False
+
+
+def test_the_queues_are_listed_by_study_name_then_task():
+    # (The home puts Task 1 first within a study: home_studies.)
+    study_b, readers, _ = make_reading_study(pairs=1, readers=2, slug="b-study", keep_versions_apart=False)
+    study_b.name = "B"
+    study_b.save(update_fields=["name"])
+    study_a, _, _ = make_reading_study(pairs=1, readers=0, slug="a-study", assign=False, keep_versions_apart=False)
+    study_a.name = "A"
+    study_a.save(update_fields=["name"])
+    reader = readers[0]
+    ReaderQueue.objects.create(reader=reader, study=study_a, task=Task.EQUIVALENCE, open_count=1)
+
+    assert [(q["study_name"], q["task"]) for q in reader_queues(reader)] == [
+        ("A", Task.EQUIVALENCE),
+        ("B", Task.EQUIVALENCE),
+        ("B", Task.REALISM),
+    ]
