@@ -16,7 +16,7 @@ from django_tasks_db.models import DBTaskResult
 from annotation.models import Role
 from exports import tasks
 from exports.models import Release, ReleaseStatus
-from exports.services import ReleaseRefused, ReleaseSummary, request_release
+from exports.services import ReleaseRefused, ReleaseSummary, build_dir, request_release
 from exports.tasks import build_release_task
 from tests.exports.release_helpers import ROW_COUNTS, make_release, rated_study, sha256_of
 from tests.factories import make_study, make_user
@@ -330,6 +330,25 @@ def test_the_releases_folder_is_made_on_first_use_with_its_parents(settings, tmp
 
     assert build_release_task.call(str(release.public_id))["status"] == ReleaseStatus.DONE
     assert [p.name for p in settings.RELEASES_DIR.iterdir()] == [f"{release.public_id}.zip"]
+
+
+@pytest.mark.django_db
+def test_a_build_replaces_what_an_earlier_attempt_left_and_finishes_only_its_own_release(releases_dir):
+    release = make_release(rated_study())
+    leftover = build_dir(release) / "task1" / "half_written.csv"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("study_id\n1")
+    elsewhere = make_release(make_study("s2"), status=ReleaseStatus.RUNNING, heartbeat_at=timezone.now())
+
+    build_release_task.call(str(release.public_id))
+
+    release.refresh_from_db()
+    assert release.status == ReleaseStatus.DONE and release.finished_at is not None
+    assert not build_dir(release).exists()
+    with zipfile.ZipFile(releases_dir / release.zip_path) as built:
+        assert not [name for name in built.namelist() if "half_written" in name]
+    elsewhere.refresh_from_db()
+    assert (elsewhere.status, elsewhere.zip_path, elsewhere.finished_at) == (ReleaseStatus.RUNNING, "", None)
 
 
 @pytest.mark.django_db
