@@ -55,6 +55,8 @@ def test_two_agreeing_reads_reach_unanimous_consensus(db):
     consensus = ConsensusLabel.objects.get(example=example)
     assert (consensus.rating, consensus.label_source, consensus.n_annotations) == (REALISTIC, LabelSource.UNANIMOUS, 2)
     assert not example.assignments.filter(slot=3).exists()
+    [audited] = AuditEvent.objects.filter(example=example, action=AuditAction.CONSENSUS)
+    assert audited.after == {"rating": REALISTIC, "label_source": LabelSource.UNANIMOUS, "n_annotations": 2}
 
 
 def test_routing_an_example_again_after_its_consensus_changes_nothing(db):
