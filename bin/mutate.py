@@ -41,6 +41,8 @@ ROUTING = [
     "tests/consensus/test_undo_window.py",
     "tests/annotation/test_reading_undo.py",
     "tests/annotation/test_undo_blinding.py",
+    # Withdrawing a read (by hand; the routing module does the work).
+    "tests/consensus/test_manual_assignment.py",
     # The adjudicator's own showing and A/B coin.
     "tests/annotation/test_adjudication_page.py",
     # A rating of an item never shown is refused (the web page and the API).

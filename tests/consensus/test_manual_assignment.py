@@ -205,6 +205,7 @@ def test_withdrawing_deletes_an_open_assignment_and_audits_it(coordinator):
     assert event.subject == assignment.reader
     assert event.example == example
     assert event.before == {"assignment": str(assignment.public_id), "slot": 2}
+    assert event.after == {"reason": "withdrawn by a coordinator", "shown": False}
     example.refresh_from_db()
     assert (example.state, example.unrouted) == (ExampleState.WAITING, False)
 
