@@ -1,7 +1,7 @@
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from annotation import queues
@@ -22,7 +22,14 @@ from annotation.models import (
 )
 from consensus.assignment import add_study_member
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-from consensus.services import eligible_readers, route_example, submit_adjudication, void_annotation
+from consensus.services import (
+    create_routed_assignment,
+    eligible_readers,
+    lock_example,
+    route_example,
+    submit_adjudication,
+    void_annotation,
+)
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -71,6 +78,39 @@ def test_routing_an_example_again_after_its_consensus_changes_nothing(db):
     consensus = ConsensusLabel.objects.get(example=example)
     assert (consensus.rating, consensus.label_source) == (REALISTIC, LabelSource.UNANIMOUS)
     assert AuditEvent.objects.filter(example=example, action=AuditAction.CONSENSUS).count() == 1
+
+
+def test_whatever_is_still_open_when_consensus_is_reached_leaves_the_queues(db):
+    # No sequence of the protocol's own actions leaves a read or an adjudication open at consensus;
+    # should one be (a read given by hand, a change to come), consensus withdraws it, audited.
+    study, readers, adjudicators = make_reading_study(pairs=1, readers=5)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    extra_reader = next(r for r in readers if r.pk not in {first.reader_id, second.reader_id})
+
+    def open_count():
+        return ReaderQueue.objects.get(reader=extra_reader, study=study, task=example.task).open_count
+
+    opened_before = open_count()
+    with transaction.atomic(), queues.counting():
+        extra = create_routed_assignment(lock_example(example.pk), extra_reader, slot=3)
+    adjudication = Adjudication.objects.create(example=example, adjudicator=adjudicators[0], task=example.task)
+    rate(first, REALISTIC, "")
+    rate(second, REALISTIC, "")
+
+    assert not Assignment.objects.filter(pk=extra.pk).exists()
+    adjudication.refresh_from_db()
+    assert adjudication.status == AdjudicationStatus.VOIDED
+    withdrawn = AuditEvent.objects.filter(example=example, action=AuditAction.WITHDRAWN).order_by("pk")
+    assert [(e.subject, e.before, e.after) for e in withdrawn] == [
+        (
+            extra_reader,
+            {"assignment": str(extra.public_id), "slot": 3},
+            {"reason": "consensus reached", "shown": False},
+        ),
+        (adjudicators[0], {"adjudication": str(adjudication.public_id)}, {"reason": "consensus reached"}),
+    ]
+    assert open_count() == opened_before
 
 
 def test_a_disagreement_brings_exactly_one_third_reader(db):
