@@ -5,10 +5,10 @@ from datetime import timedelta
 
 import pytest
 
-from annotation.models import Assignment, AssignmentStatus, Rating, ReaderQueue, Task
-from annotation.reading import home_studies, reader_queues, saved_notice, taken_back_rating
+from annotation.models import Assignment, AssignmentStatus, Rating, ReaderQueue, ReportType, Task
+from annotation.reading import ShownReport, home_studies, present, reader_queues, saved_notice, taken_back_rating
 from consensus.services import show_assignment, submit_annotation, undo_last_rating
-from tests.factories import make_reading_study, make_study
+from tests.factories import make_pair, make_reading_study, make_study
 
 pytestmark = pytest.mark.django_db
 
@@ -142,3 +142,26 @@ def test_the_queues_are_listed_by_study_name_then_task():
         ("B", Task.EQUIVALENCE),
         ("B", Task.REALISM),
     ]
+
+
+@pytest.mark.parametrize("report_a_type", [ReportType.ORIGINAL, ReportType.ALTERNATIVE])
+def test_task_2_shows_both_reports_once_each_in_the_drawn_order_with_the_context(report_a_type):
+    pair = make_pair(
+        make_study(),
+        original_findings="Original findings.",
+        original_impression="Original impression.",
+        alternative_findings="Rewritten findings.",
+        alternative_impression="Rewritten impression.",
+        indication="Cough.",
+        comparison="None.",
+        technique="PA and lateral.",
+    )
+    other = ReportType.ALTERNATIVE if report_a_type == ReportType.ORIGINAL else ReportType.ORIGINAL
+
+    item = present(Task.EQUIVALENCE, pair, report_a_type=report_a_type)
+
+    assert item.reports == (
+        ShownReport("Report A", *pair.report(report_a_type)),
+        ShownReport("Report B", *pair.report(other)),
+    )
+    assert item.context == (("Indication", "Cough."), ("Comparison", "None."), ("Technique", "PA and lateral."))
