@@ -7,6 +7,8 @@ of the mutants that ran), the survivors and the time taken, per module.
 """
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -123,6 +125,8 @@ MODULES: dict[str, list[str]] = {
     ],
 }
 
+# A mutant that timed out is killed too: the tests noticed (mutmut counts it so).
+KILLED = ("killed", "killed (earlier run)", "timeout")
 RESULT_LINE = re.compile(r"^\s+(?P<name>\S+): (?P<status>.+)$")
 
 
@@ -195,7 +199,26 @@ def mutate(module: str, *, template: Path | None, max_children: int, fresh: bool
     for line in listed.stdout.splitlines():
         if match := RESULT_LINE.match(line):
             statuses[match["name"]] = match["status"]
+    statuses = _with_earlier_kills(module, folder, statuses)
     return {"module": module, "returncode": returncode, "seconds": elapsed, "statuses": statuses, "folder": folder}
+
+
+def _with_earlier_kills(module: str, folder: Path, statuses: dict[str, str]) -> dict[str, str]:
+    """mutmut forgets every verdict of a function when a test new to the selection reaches it, kills
+    included. Tests are only ever added or made stricter, so a mutant killed before stays killed
+    while the module's code is unchanged: keep those kills (in kills.json, next to the module's
+    hash) so that a --survivors run reports the module whole."""
+    record = folder / "kills.json"
+    digest = hashlib.sha256((ROOT / module).read_bytes()).hexdigest()
+    earlier = json.loads(record.read_text()) if record.exists() else {}
+    kept = set(earlier.get("killed", [])) if earlier.get("sha256") == digest else set()
+    merged = {
+        name: "killed (earlier run)" if status == "not checked" and name in kept else status
+        for name, status in statuses.items()
+    }
+    killed = kept | {name for name, status in statuses.items() if status in ("killed", "timeout")}
+    record.write_text(json.dumps({"sha256": digest, "killed": sorted(killed & set(statuses))}))
+    return merged
 
 
 def report(result: dict) -> None:
@@ -204,14 +227,14 @@ def report(result: dict) -> None:
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
     # A mutant no selected test reaches ("no tests") is a survivor too: nothing would notice it.
-    ran = sum(n for status, n in counts.items() if status in ("killed", "survived", "timeout", "no tests"))
-    killed = counts.get("killed", 0) + counts.get("timeout", 0)
+    ran = sum(n for status, n in counts.items() if status in (*KILLED, "survived", "no tests"))
+    killed = sum(n for status, n in counts.items() if status in KILLED)
     score = f"{100 * killed / ran:.1f}%" if ran else "n/a"
     took = f" in {result['seconds'] / 60:.1f} min" if result["seconds"] else " (kept results)"
     print(f"\n== {result['module']}: {killed}/{ran} killed ({score}){took}")
     print("   " + ", ".join(f"{status} {n}" for status, n in sorted(counts.items())))
     for name, status in sorted(statuses.items()):
-        if status not in ("killed", "timeout", "not checked"):
+        if status not in (*KILLED, "not checked"):
             print(f"   {status}: {name}")
     if any(status == "survived" for status in statuses.values()):
         print(f"   see one: (cd {result['folder'].relative_to(ROOT)} && ../../.venv/bin/mutmut show <name>)")
