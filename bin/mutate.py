@@ -7,7 +7,6 @@ of the mutants that ran), the survivors and the time taken, per module.
 """
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -206,18 +205,23 @@ def mutate(module: str, *, template: Path | None, max_children: int, fresh: bool
 def _with_earlier_kills(module: str, folder: Path, statuses: dict[str, str]) -> dict[str, str]:
     """mutmut forgets every verdict of a function when a test new to the selection reaches it, kills
     included. Tests are only ever added or made stricter, so a mutant killed before stays killed
-    while the module's code is unchanged: keep those kills (in kills.json, next to the module's
-    hash) so that a --survivors run reports the module whole."""
+    while its function is unchanged: keep those kills (in kills.json, with the hash mutmut gave the
+    function) so that a --survivors run reports the module whole."""
     record = folder / "kills.json"
-    digest = hashlib.sha256((ROOT / module).read_bytes()).hexdigest()
+    meta = folder / "mutants" / f"{module}.meta"
+    hashes = json.loads(meta.read_text()).get("hash_by_function_name", {}) if meta.exists() else {}
+
+    def function_hash(name: str) -> str | None:
+        return hashes.get(name.rsplit(".", 1)[-1].split("__mutmut_")[0])
+
     earlier = json.loads(record.read_text()) if record.exists() else {}
-    kept = set(earlier.get("killed", [])) if earlier.get("sha256") == digest else set()
+    kept = {name for name, digest in earlier.items() if digest is not None and digest == function_hash(name)}
     merged = {
         name: "killed (earlier run)" if status == "not checked" and name in kept else status
         for name, status in statuses.items()
     }
     killed = kept | {name for name, status in statuses.items() if status in ("killed", "timeout")}
-    record.write_text(json.dumps({"sha256": digest, "killed": sorted(killed & set(statuses))}))
+    record.write_text(json.dumps({name: function_hash(name) for name in sorted(killed & set(statuses))}))
     return merged
 
 
