@@ -42,6 +42,7 @@ ROUTING = [
     "tests/consensus/test_undo_window.py",
     "tests/annotation/test_reading_undo.py",
     "tests/annotation/test_undo_blinding.py",
+    "tests/consensus/test_eligible_adjudicators.py",
     # Withdrawing a read (by hand; the routing module does the work).
     "tests/consensus/test_manual_assignment.py",
     # The adjudicator's own showing and A/B coin.

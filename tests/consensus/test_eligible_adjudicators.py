@@ -1,0 +1,51 @@
+"""eligible_adjudicators: who may adjudicate an example, and in which order."""
+
+import pytest
+
+from annotation.models import Example, MemberRole, Rating, Role, StudyMember, Task
+from consensus.models import Adjudication, AdjudicationStatus
+from consensus.services import eligible_adjudicators
+from tests.factories import make_assignment, make_reading_study, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_least_loaded_in_this_study_comes_first_and_a_past_adjudicator_of_the_example_never():
+    study, _, (light, middle, heavy, before) = make_reading_study(pairs=3, readers=4, adjudicators=4)
+    example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
+    others = list(Example.objects.filter(study=study).exclude(pk=example.pk).order_by("pk"))
+    elsewhere, _, _ = make_reading_study(
+        pairs=1, readers=2, adjudicators=0, slug="elsewhere", keep_versions_apart=False
+    )
+    other_study_examples = list(Example.objects.filter(study=elsewhere).order_by("pk"))
+    StudyMember.objects.create(study=elsewhere, user=light, role=MemberRole.ADJUDICATOR)
+
+    def adjudication(target, adjudicator, status=AdjudicationStatus.OPEN):
+        decided = {"rating": Rating.MINOR_DISCREPANCY if target.task == Task.EQUIVALENCE else Rating.MINOR_ISSUES}
+        decided = {**decided, "rationale": "Decided."} if status == AdjudicationStatus.DONE else {}
+        Adjudication.objects.create(example=target, adjudicator=adjudicator, task=target.task, status=status, **decided)
+
+    # Open work in this study is the load; finished, withdrawn and other studies' work are not.
+    adjudication(others[0], middle)
+    adjudication(others[0], heavy, AdjudicationStatus.VOIDED)
+    adjudication(others[1], heavy)
+    adjudication(others[2], heavy)
+    adjudication(others[3], light, AdjudicationStatus.DONE)
+    adjudication(others[5], light, AdjudicationStatus.DONE)
+    adjudication(other_study_examples[0], light)
+    adjudication(other_study_examples[1], light)
+    # Reading another example of the study bars nobody; having adjudicated this one (voided) does.
+    make_assignment(others[4], light, slot=3)
+    adjudication(example, before, AdjudicationStatus.VOIDED)
+
+    assert eligible_adjudicators(example) == [light, middle, heavy]
+
+
+def test_a_reader_of_the_example_is_never_its_adjudicator():
+    study, _, (adjudicator,) = make_reading_study(pairs=1, readers=4, adjudicators=1)
+    example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).get()
+    both = make_user(Role.ADJUDICATOR, subspecialty="cardiothoracic")
+    StudyMember.objects.create(study=study, user=both, role=MemberRole.ADJUDICATOR)
+    make_assignment(example, both, slot=3)
+
+    assert eligible_adjudicators(example) == [adjudicator]
