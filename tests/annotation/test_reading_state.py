@@ -6,7 +6,15 @@ from datetime import timedelta
 import pytest
 
 from annotation.models import Assignment, AssignmentStatus, Rating, ReaderQueue, ReportType, Task
-from annotation.reading import ShownReport, home_studies, present, reader_queues, saved_notice, taken_back_rating
+from annotation.reading import (
+    ShownReport,
+    home_studies,
+    present,
+    queue_position,
+    reader_queues,
+    saved_notice,
+    taken_back_rating,
+)
 from consensus.services import show_assignment, submit_annotation, undo_last_rating
 from tests.factories import make_pair, make_reading_study, make_study
 
@@ -165,3 +173,18 @@ def test_task_2_shows_both_reports_once_each_in_the_drawn_order_with_the_context
         ShownReport("Report B", *pair.report(other)),
     )
     assert item.context == (("Indication", "Cough."), ("Comparison", "None."), ("Technique", "PA and lateral."))
+
+
+def test_item_n_is_this_readers_count_in_this_queue_plus_one(study):
+    mine, _ = _shared_example(study)
+    other_study = make_study("elsewhere")
+    ReaderQueue.objects.create(reader=mine.reader, study=other_study, task=Task.EQUIVALENCE, rated_count=9)
+    ReaderQueue.objects.filter(study=study, task=Task.EQUIVALENCE).exclude(reader=mine.reader).update(rated_count=7)
+    ReaderQueue.objects.filter(reader=mine.reader, study=study, task=Task.REALISM).update(rated_count=5)
+    own = ReaderQueue.objects.get(reader=mine.reader, study=study, task=Task.EQUIVALENCE)
+    own.delete()  # made again below: the newest row, so no query could find it first by chance
+    ReaderQueue.objects.create(
+        reader=mine.reader, study=study, task=Task.EQUIVALENCE, open_count=own.open_count, rated_count=2
+    )
+
+    assert queue_position(mine) == 3
