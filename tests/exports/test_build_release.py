@@ -48,6 +48,7 @@ from consensus.assignment import assign_readers
 from consensus.models import Adjudication, ConsensusLabel, LabelSource
 from consensus.services import submit_adjudication, void_annotation
 from exports import rows as release_rows
+from exports.models import Release, ReleaseStatus
 from exports.services import ReleaseRefused, build_release, zip_release
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate, rate_open_reads
 from tests.replay import build_published_replay
@@ -897,6 +898,9 @@ def test_the_command_uses_the_studys_licence_and_reports_left_out_examples(tmp_p
     call_command("export_release", "--study=cmd-licence", f"--out={tmp_path / 'r'}", "--no-progress", stdout=out)
     assert (tmp_path / "r" / "LICENSE.txt").read_bytes() == b"The study's own licence.\n"
     assert "Task 2: Clinical equivalence: 1 examples without a consensus left out." in out.getvalue()
+    # A folder, not a zip: the release it records offers no download.
+    recorded = Release.objects.get(study=study)
+    assert (recorded.status, recorded.zip_path, recorded.sha256) == (ReleaseStatus.DONE, "", "")
 
 
 @pytest.mark.parametrize(
