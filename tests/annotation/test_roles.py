@@ -76,3 +76,12 @@ def test_a_users_roles_are_read_once_per_user_object(django_assert_num_queries):
     with django_assert_num_queries(1):
         assert user_roles(fresh) == {Role.READER, Role.COORDINATOR}
         assert user_roles(fresh) == {Role.READER, Role.COORDINATOR}
+
+
+def test_a_granted_role_shows_at_once_on_the_same_user_object():
+    user = make_user()
+    assert not user.has_perm(ROLE_PERMISSIONS[Role.READER]) and user_roles(user) == set()
+
+    grant_role(user, Role.READER)
+
+    assert user.has_perm(ROLE_PERMISSIONS[Role.READER]) and user_roles(user) == {Role.READER}
