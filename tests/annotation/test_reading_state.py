@@ -107,20 +107,24 @@ def test_a_study_with_only_an_adjudication_waiting_comes_first_on_the_home():
     assert [study["waiting"] for study in home_studies([queue], [adjudication])] == [True, False]
 
 
+def _only_the_readers_own_counter_says(rated: int, reader, study) -> None:
+    """Give every other counter a larger count, all in rows older than the reader's own (made again,
+    last): the colleagues' in the same queue, the reader's in the other task and in another study.
+    Only a query of the reader's own queue can then find `rated`."""
+    ReaderQueue.objects.create(reader=reader, study=make_study("elsewhere"), task=Task.EQUIVALENCE, rated_count=9)
+    ReaderQueue.objects.filter(study=study, task=Task.EQUIVALENCE).exclude(reader=reader).update(rated_count=7)
+    ReaderQueue.objects.filter(reader=reader, study=study, task=Task.REALISM).update(rated_count=5)
+    own = ReaderQueue.objects.get(reader=reader, study=study, task=Task.EQUIVALENCE)
+    own.delete()
+    ReaderQueue.objects.create(
+        reader=reader, study=study, task=Task.EQUIVALENCE, open_count=own.open_count, rated_count=rated
+    )
+
+
 def test_the_notices_item_number_is_this_readers_count_in_this_queue(study):
     mine, _ = _shared_example(study)
     saved = _rate(mine)
-    # Other counters, all older rows than the reader's own (moved last): the colleagues' in the same
-    # queue, the reader's in the other task and in another study.
-    other_study = make_study("elsewhere")
-    ReaderQueue.objects.create(reader=mine.reader, study=other_study, task=Task.EQUIVALENCE, rated_count=9)
-    ReaderQueue.objects.filter(study=study, task=Task.EQUIVALENCE).exclude(reader=mine.reader).update(rated_count=7)
-    ReaderQueue.objects.filter(reader=mine.reader, study=study, task=Task.REALISM).update(rated_count=5)
-    own = ReaderQueue.objects.get(reader=mine.reader, study=study, task=Task.EQUIVALENCE)
-    own.delete()
-    ReaderQueue.objects.create(
-        reader=mine.reader, study=study, task=Task.EQUIVALENCE, open_count=own.open_count, rated_count=1
-    )
+    _only_the_readers_own_counter_says(1, mine.reader, study)
 
     assert saved_notice(mine.reader, saved=saved).item == 1
 
@@ -177,14 +181,6 @@ def test_task_2_shows_both_reports_once_each_in_the_drawn_order_with_the_context
 
 def test_item_n_is_this_readers_count_in_this_queue_plus_one(study):
     mine, _ = _shared_example(study)
-    other_study = make_study("elsewhere")
-    ReaderQueue.objects.create(reader=mine.reader, study=other_study, task=Task.EQUIVALENCE, rated_count=9)
-    ReaderQueue.objects.filter(study=study, task=Task.EQUIVALENCE).exclude(reader=mine.reader).update(rated_count=7)
-    ReaderQueue.objects.filter(reader=mine.reader, study=study, task=Task.REALISM).update(rated_count=5)
-    own = ReaderQueue.objects.get(reader=mine.reader, study=study, task=Task.EQUIVALENCE)
-    own.delete()  # made again below: the newest row, so no query could find it first by chance
-    ReaderQueue.objects.create(
-        reader=mine.reader, study=study, task=Task.EQUIVALENCE, open_count=own.open_count, rated_count=2
-    )
+    _only_the_readers_own_counter_says(2, mine.reader, study)
 
     assert queue_position(mine) == 3
