@@ -142,7 +142,7 @@ def work_folder(module: str) -> Path:
     lines += ["only_mutate =", f"    {module}"]
     lines += ["also_copy =", *(f"    {name}" for name in ALSO_COPY)]
     lines += ["pytest_add_cli_args_test_selection =", *(f"    {test}" for test in MODULES[module])]
-    # The test database is kept between mutants (each run is in a forked child, one at a time).
+    # Each forked run copies the migrated template (tests/conftest.py); pytest-django makes none.
     lines += ["pytest_add_cli_args =", "    -p", "    no:cacheprovider", "    --reuse-db"]
     # A mutant that makes a build's monitor thread wait forever uses no CPU: give up on it after
     # four times the tests' usual time rather than mutmut's fifteen.
@@ -150,8 +150,8 @@ def work_folder(module: str) -> Path:
     setup = "\n".join(lines) + "\n"
     cfg = folder / "setup.cfg"
     if not cfg.exists() or cfg.read_text() != setup:
-        # mutmut collects the coverage of tests new to the selection. The verdicts it keeps stand
-        # until their function changes: --survivors re-tests the survivors, --fresh everything.
+        # mutmut collects the coverage of tests new to the selection and forgets the verdicts of
+        # the functions they reach (the kills are kept in kills.json, see _with_earlier_kills).
         cfg.write_text(setup)
     return folder
 
