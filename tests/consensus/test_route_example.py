@@ -89,7 +89,8 @@ def test_whatever_is_still_open_when_consensus_is_reached_leaves_the_queues(db):
     extra_reader = next(r for r in readers if r.pk not in {first.reader_id, second.reader_id})
 
     def open_count():
-        return ReaderQueue.objects.get(reader=extra_reader, study=study, task=example.task).open_count
+        counter = ReaderQueue.objects.filter(reader=extra_reader, study=study, task=example.task).first()
+        return counter.open_count if counter else 0
 
     opened_before = open_count()
     with transaction.atomic(), queues.counting():
