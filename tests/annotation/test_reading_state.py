@@ -1,6 +1,5 @@
 """annotation.reading: the saved notice, the rating taken back and the home's order are each reader's own."""
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -15,8 +14,8 @@ from annotation.reading import (
     saved_notice,
     taken_back_rating,
 )
-from consensus.services import show_assignment, submit_annotation, undo_last_rating
-from tests.factories import make_pair, make_reading_study, make_study
+from consensus.services import show_assignment, undo_last_rating
+from tests.factories import make_pair, make_reading_study, make_study, rate
 
 pytestmark = pytest.mark.django_db
 
@@ -39,13 +38,7 @@ def _open(reader, study) -> list[Assignment]:
 
 def _rate(assignment: Assignment, rating: str = Rating.MINOR_DISCREPANCY, rationale: str = "Mine."):
     show_assignment(assignment)
-    return submit_annotation(
-        reader=assignment.reader,
-        assignment_id=assignment.public_id,
-        rating=rating,
-        rationale=rationale,
-        form_token=uuid.uuid4(),
-    ).annotation
+    return rate(assignment, rating, rationale).annotation
 
 
 def _shared_example(study):
