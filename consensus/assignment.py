@@ -418,12 +418,14 @@ def assign_example(
             free = [slot for slot in (3, 1, 2) if slot not in taken]
         else:
             free = []
-        if slot is not None and slot in free:
-            free = [slot]
         if not free:
             raise QueueRefused("This example already has all the readers it needs.")
+        # Both initial reads missing and one given: the example stays listed for the other.
+        still_missing = example.state == ExampleState.WAITING and len(free) > 1
+        if slot is not None and slot in free:
+            free = [slot]
         assignment = create_routed_assignment(example, reader, free[0])
-        if example.unrouted:
+        if example.unrouted and not still_missing:
             Example.objects.filter(pk=example.pk).update(unrouted=False, unrouted_reason="")
         AuditEvent.objects.record(
             AuditAction.ASSIGNED,

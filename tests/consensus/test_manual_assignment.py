@@ -106,6 +106,68 @@ def test_it_refuses_a_reader_whose_rating_of_the_example_was_voided(coordinator)
     assert example.assignments.filter(reader=first_reader).count() == 1
 
 
+def test_filling_one_of_two_missing_reads_leaves_the_example_unrouted(coordinator):
+    # Both first ratings voided and nobody eligible left: the example waits for two readers.
+    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    example = _task2(study)
+    for assignment in example.assignments.order_by("slot"):
+        rate(assignment, Rating.MAJOR_DISCREPANCY, "The effusion is missing.")
+    for annotation in example.annotations.order_by("pk"):
+        void_annotation(annotation.public_id, actor=coordinator, reason="Wrong case.")
+    example.refresh_from_db()
+    assert (example.assignments.active().count(), example.unrouted) == (0, True)
+    reason = example.unrouted_reason
+    newcomer = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+
+    assign_example(example.public_id, newcomer, actor=coordinator)
+
+    example.refresh_from_db()
+    # One read is given, the other still has nobody: the example stays on the coordinator's list.
+    assert example.assignments.active().count() == 1
+    assert (example.state, example.unrouted, example.unrouted_reason) == (ExampleState.WAITING, True, reason)
+
+
+def test_reassigning_the_one_read_of_an_example_waiting_for_two_leaves_it_unrouted(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=3, keep_versions_apart=False)
+    example = _task2(study)
+    first, second = example.assignments.order_by("slot")
+    rate(first, Rating.EQUIVALENT, "")
+    rate(second, Rating.EQUIVALENT, "")
+    spare = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
+    refill = example.assignments.get(reader=spare)
+    void_annotation(second.annotation.public_id, actor=coordinator, reason="Wrong case.")
+    example.refresh_from_db()
+    assert example.unrouted and list(example.assignments.active()) == [refill]
+    newcomer = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+
+    reassign_assignment(refill.public_id, newcomer, actor=coordinator)
+
+    example.refresh_from_db()
+    assert [a.reader for a in example.assignments.active()] == [newcomer]
+    assert (example.state, example.unrouted) == (ExampleState.WAITING, True)
+
+
+def test_giving_the_last_missing_read_clears_unrouted(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    example = _task2(study)
+    first, second = example.assignments.order_by("slot")
+    rate(first, Rating.EQUIVALENT, "")
+    rate(second, Rating.EQUIVALENT, "")
+    void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
+    example.refresh_from_db()
+    assert example.unrouted
+    newcomer = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+
+    assign_example(example.public_id, newcomer, actor=coordinator)
+
+    example.refresh_from_db()
+    assert (example.unrouted, example.unrouted_reason) == (False, "")
+
+
 def test_it_refuses_someone_who_is_not_an_active_reader_of_the_study(coordinator):
     study, _, adjudicators = make_reading_study(pairs=1, readers=4, assign=False)
     example = _task2(study)
