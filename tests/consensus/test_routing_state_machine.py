@@ -71,16 +71,30 @@ class RoutingMachine(RuleBasedStateMachine):
 
     @initialize(data=st.data())
     def a_study(self, data: st.DataObject) -> None:
+        # Who gets which read is drawn from the study's seed and the examples' public ids, and it
+        # decides what later steps find (who is still eligible, what a submit settles). Both are
+        # drawn here, so that a failing run replays exactly. So are the primary keys the draws use:
+        # PostgreSQL's sequences are not rolled back with the run (SQLite reuses the ids).
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                for table in REPLAYED_TABLES:
+                    cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), 1000000, false)", [table])
         self.study, _, _ = make_reading_study(
             pairs=data.draw(st.integers(min_value=1, max_value=2), label="pairs"),
             readers=data.draw(self.readers, label="readers"),
             adjudicators=data.draw(st.integers(min_value=0, max_value=1), label="adjudicators"),
             adjudicator_subspecialty=data.draw(st.sampled_from(["cardiothoracic", "general"]), label="subspecialty"),
             keep_versions_apart=self.keep_versions_apart,
+            assign=False,
         )
-        self.study.undo_window_seconds = self.undo_window_seconds
-        self.study.save(update_fields=["undo_window_seconds"])
+        seed = data.draw(st.integers(min_value=0, max_value=2**31 - 1), label="seed")
+        Study.objects.filter(pk=self.study.pk).update(seed=seed, undo_window_seconds=self.undo_window_seconds)
+        for example in Example.objects.filter(study=self.study).select_related("pair"):
+            name = f"{seed}:{example.pair.source_study_id}:{example.task}:{example.report_type}"
+            Example.objects.filter(pk=example.pk).update(public_id=uuid.uuid5(uuid.NAMESPACE_URL, name))
+        self.study.refresh_from_db()
         self.coordinator = make_user(Role.COORDINATOR)
+        assign_readers(self.study, actor=self.coordinator)
 
     def teardown(self) -> None:
         transaction.set_rollback(True)
@@ -378,32 +392,6 @@ class UndoWindowRoutingMachine(RoutingMachine):
     """The same with a two-minute undo window: ratings wait, are taken back and settle at random."""
 
     undo_window_seconds = 120
-
-    @initialize(data=st.data())
-    def a_study(self, data: st.DataObject) -> None:
-        # Who gets which read is drawn from the study's seed and the examples' public ids; with ratings
-        # waiting in their window, who that is decides what a later submit settles. Fixed draws keep a
-        # replayed run the same (the other machines do not depend on who reads what). So do the same
-        # primary keys: PostgreSQL's sequences are not rolled back with the run (SQLite reuses the ids).
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                for table in REPLAYED_TABLES:
-                    cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), 1000000, false)", [table])
-        self.study, _, _ = make_reading_study(
-            pairs=data.draw(st.integers(min_value=1, max_value=2), label="pairs"),
-            readers=data.draw(self.readers, label="readers"),
-            adjudicators=data.draw(st.integers(min_value=0, max_value=1), label="adjudicators"),
-            adjudicator_subspecialty=data.draw(st.sampled_from(["cardiothoracic", "general"]), label="subspecialty"),
-            keep_versions_apart=self.keep_versions_apart,
-            assign=False,
-        )
-        Study.objects.filter(pk=self.study.pk).update(seed=7, undo_window_seconds=self.undo_window_seconds)
-        for example in Example.objects.filter(study=self.study).select_related("pair"):
-            name = f"{example.pair.source_study_id}:{example.task}:{example.report_type}"
-            Example.objects.filter(pk=example.pk).update(public_id=uuid.uuid5(uuid.NAMESPACE_URL, name))
-        self.study.refresh_from_db()
-        self.coordinator = make_user(Role.COORDINATOR)
-        assign_readers(self.study, actor=self.coordinator)
 
 
 class KeptApartRoutingMachine(RoutingMachine):
