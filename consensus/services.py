@@ -608,7 +608,7 @@ def void_annotation(annotation_id: uuid.UUID, *, actor: AbstractBaseUser, reason
             raise NotFound
         annotation_pk, example_pk = found[0]
         example = lock_example(example_pk)
-        annotation = Annotation.objects.select_related("assignment", "reader").get(pk=annotation_pk)
+        annotation = Annotation.objects.select_related("reader").get(pk=annotation_pk)
         if annotation.is_voided:
             raise SubmissionRefused("This rating was already voided.")
         if not annotation.is_settled:

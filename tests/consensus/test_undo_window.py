@@ -289,8 +289,13 @@ def test_a_coordinator_cannot_void_a_rating_its_reader_can_still_take_back(study
     first, _ = _reads(example)
     annotation = _rate(first)
 
-    with pytest.raises(SubmissionRefused, match="can still take this rating back"):
+    with pytest.raises(SubmissionRefused) as refused:
         void_annotation(annotation.public_id, actor=make_user(), reason="Too early.")
+
+    assert str(refused.value) == (
+        "Its reader can still take this rating back (its undo window is open, or closed a moment ago and it is "
+        "about to settle). Void it once it has settled."
+    )
 
     settle_due_ratings(now=_later())
     void_annotation(annotation.public_id, actor=make_user(), reason="Now it may.")
