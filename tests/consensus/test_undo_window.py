@@ -20,6 +20,7 @@ from annotation.models import (
     ExampleState,
     Rating,
     ReaderQueue,
+    Study,
     Task,
 )
 from annotation.reading import next_assignment, saved_notice, taken_back_rating
@@ -188,6 +189,56 @@ def test_an_item_taken_back_goes_before_every_other_open_item_of_its_queue():
         reader=reader, study=study, task=Task.EQUIVALENCE, status=AssignmentStatus.OPEN
     )
     assert list(reopened.order_by("queue_order").values_list("pk", flat=True)) == [a.pk for a in [last, *queue[:-1]]]
+
+
+def test_an_item_taken_back_goes_first_whatever_the_queue_orders_of_the_others():
+    # Queue orders are seeded draws; an undo puts the item one before the first, whatever it is
+    # (here smaller than any primary key).
+    study, _, _ = make_reading_study(pairs=3, readers=2, keep_versions_apart=False)
+    Study.objects.filter(pk=study.pk).update(undo_window_seconds=WINDOW)
+    first, _ = _reads(_equivalence(study))
+    reader = first.reader
+    others = Assignment.objects.filter(reader=reader, study=study, task=Task.EQUIVALENCE).exclude(pk=first.pk)
+    assert others.count() == 2
+    for order, other in enumerate(others.order_by("pk"), start=1):
+        Assignment.objects.filter(pk=other.pk).update(queue_order=order)
+    _rate(first)
+
+    undo_last_rating(reader)
+
+    first.refresh_from_db()
+    assert first.queue_order == 0
+    assert next_assignment(reader, task=Task.EQUIVALENCE, study_id=study.pk).pk == first.pk
+
+
+def test_an_untimed_rating_taken_back_carries_no_time_over(study):
+    # Rated through the service without being shown (no time on task): nothing to carry over.
+    first, _ = _reads(_equivalence(study))
+    submit_annotation(
+        reader=first.reader,
+        assignment_id=first.public_id,
+        rating=Rating.EQUIVALENT,
+        rationale="",
+        form_token=uuid.uuid4(),
+    )
+
+    undo_last_rating(first.reader)
+
+    first.refresh_from_db()
+    assert first.time_before_undo_ms == 0
+
+
+def test_undo_uses_a_fixed_number_of_queries(study, django_assert_num_queries):
+    first, _ = _reads(_equivalence(study))
+    _rate(first)
+
+    # The rating with its read and study (locked), the delete, the queue's first place, the read
+    # saved, the queue counter, the audit row, and the transaction's savepoints.
+    with django_assert_num_queries(UNDO_QUERIES):
+        undo_last_rating(first.reader)
+
+
+UNDO_QUERIES = 8
 
 
 def test_the_audit_trail_keeps_the_rating_taken_back_and_the_corrected_one(study):
