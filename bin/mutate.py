@@ -84,6 +84,8 @@ MODULES: dict[str, list[str]] = {
         "tests/annotation/test_third_read_blinding.py",
         "tests/annotation/test_queue_counters.py",
         "tests/consensus/test_routing_properties.py",
+        # The coordinators' API: what assigning answers.
+        "tests/consensus/test_api_coordination.py",
     ],
     "annotation/queues.py": [
         "tests/annotation/test_queue_counters.py",

@@ -192,12 +192,29 @@ def test_it_refuses_the_other_version_when_versions_are_kept_apart(coordinator):
     assign_example(_version(study, ReportType.ORIGINAL).public_id, readers[0], actor=coordinator)
     alternative = _version(study, ReportType.ALTERNATIVE)
 
-    with pytest.raises(QueueRefused, match="other version"):
+    with pytest.raises(QueueRefused) as refused:
         assign_example(alternative.public_id, readers[0], actor=coordinator)
 
+    assert str(refused.value) == (
+        f"{readers[0].get_username()} has or had the other version of this pair, and the study keeps the two "
+        "versions apart. Choose another reader."
+    )
     assert not alternative.assignments.exists()
     # Task 2 of the same pair is not "the other version".
     assert assign_example(_task2(study).public_id, readers[0], actor=coordinator).slot == 1
+
+
+def test_versions_apart_asks_about_this_pairs_other_version_only(coordinator):
+    # The reader has the pair's Task 2 example and both versions of another pair: neither is the
+    # other version of this pair.
+    study, readers, _ = make_reading_study(pairs=2, readers=4, assign=False)
+    this, other = (Example.objects.filter(study=study, pair=pair).order_by("pk") for pair in study.pairs.order_by("pk"))
+    assign_example(this.get(task=Task.EQUIVALENCE).public_id, readers[0], actor=coordinator)
+    for example in other.filter(task=Task.REALISM):
+        Assignment.objects.create(example=example, reader=readers[0], slot=1, queue_order=example.pk)
+
+    version = this.get(task=Task.REALISM, report_type=ReportType.ORIGINAL)
+    assert assign_example(version.public_id, readers[0], actor=coordinator).slot == 1
 
 
 def test_it_gives_both_versions_when_the_study_does_not_keep_them_apart(coordinator):
@@ -321,7 +338,8 @@ def test_reassigning_moves_an_initial_read_to_the_new_reader_in_the_same_slot(co
     withdrawn = AuditEvent.objects.get(action=AuditAction.WITHDRAWN)
     assert (withdrawn.subject, withdrawn.actor) == (old.reader, coordinator)
     assigned = AuditEvent.objects.get(action=AuditAction.ASSIGNED, subject=newcomer, example=example)
-    assert assigned.after["assignment"] == str(new.public_id)
+    assert assigned.actor == coordinator
+    assert assigned.after == {"assignment": str(new.public_id), "slot": 2, "how": "by hand"}
 
 
 def test_reassigning_a_third_read_keeps_it_in_slot_3(coordinator):
