@@ -192,8 +192,9 @@ def test_voiding_a_read_of_a_three_way_split_voids_the_open_adjudication_and_rou
     assert adjudication.status == AdjudicationStatus.VOIDED
     assert not example.adjudications.active().exists()
     event = AuditEvent.objects.get(action=AuditAction.WITHDRAWN, subject=adjudication.adjudicator)
-    assert event.actor == coordinator
-    assert event.before["adjudication"] == str(adjudication.public_id)
+    assert (event.actor, event.study, event.example) == (coordinator, study, example)
+    assert event.before == {"adjudication": str(adjudication.public_id), "rating": ""}
+    assert event.after == {"reason": "a rating it rested on was voided"}
     example = _refreshed(example)
     assert example.state == ExampleState.THIRD_READ
     assert _open(example, 3).reader_id not in set(example.annotations.values_list("reader_id", flat=True))
@@ -221,6 +222,8 @@ def test_voiding_a_read_of_an_adjudicated_split_withdraws_the_decision_and_route
     assert not ConsensusLabel.objects.filter(example=example).exists()
     withdrawn = AuditEvent.objects.get(action=AuditAction.CONSENSUS_WITHDRAWN, example=example)
     assert withdrawn.before == {"rating": MINOR, "label_source": LabelSource.ADJUDICATED}
+    decision = AuditEvent.objects.get(action=AuditAction.WITHDRAWN, subject=adjudication.adjudicator)
+    assert decision.before == {"adjudication": str(adjudication.public_id), "rating": MINOR}
     example = _refreshed(example)
     assert example.state == ExampleState.THIRD_READ
     # Minor and Major remain: one more reader, in the slot the voided read freed.
@@ -253,11 +256,32 @@ def test_voiding_an_initial_read_during_a_third_read_withdraws_the_third_read(co
     # One rating is left: the disagreement is gone, so the third read leaves its queue and
     # the freed initial slot gets a reader instead.
     assert not Assignment.objects.filter(pk=third.pk).exists()
+    event = AuditEvent.objects.get(action=AuditAction.WITHDRAWN, subject=third.reader)
+    assert (event.actor, event.example) == (coordinator, example)
+    assert event.after == {"reason": "its disagreement was voided", "shown": False}
     example = _refreshed(example)
     assert example.state == ExampleState.WAITING
     assert not example.assignments.filter(slot=3).exists()
     replacement = _open(example, 1)
     assert replacement.reader_id != first.reader_id
+    assert example.assignments.active().count() == 2
+
+
+def test_a_third_read_is_withdrawn_when_its_disagreement_is_voided_after_earlier_voids(coordinator):
+    # Two ratings voided in all, one valid left: the third read has no disagreement to settle.
+    study, _, _ = make_reading_study(pairs=1, readers=6)
+    example = _task2(study)
+    first, second = _reads(example, EQUIVALENT, EQUIVALENT)
+    _void(first, coordinator)
+    example = _refreshed(example)
+    _rate(example, 1, MAJOR)
+    third = _open(example, 3)
+
+    _void(second, coordinator)
+
+    assert not Assignment.objects.filter(pk=third.pk).exists()
+    example = _refreshed(example)
+    assert example.state == ExampleState.WAITING
     assert example.assignments.active().count() == 2
 
 
@@ -305,4 +329,14 @@ def test_voiding_uses_a_fixed_number_of_queries(coordinator):
     assert counts == [VOID_QUERIES, VOID_QUERIES], counts
 
 
+def test_voiding_under_an_adjudication_uses_a_fixed_number_of_queries(coordinator, django_assert_num_queries):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    _, _, third = _reads(_task2(study), EQUIVALENT, MINOR, MAJOR)
+
+    # As above, and the adjudication withdrawn with its adjudicator in one query.
+    with django_assert_num_queries(VOID_UNDER_ADJUDICATION_QUERIES):
+        _void(third, coordinator)
+
+
 VOID_QUERIES = 23
+VOID_UNDER_ADJUDICATION_QUERIES = 22
