@@ -157,3 +157,65 @@ def test_an_example_waiting_for_a_refill_stays_listed_when_its_other_reader_rate
     example.refresh_from_db()
     assert not example.unrouted
     assert example.assignments.open().get().reader == newcomer
+
+
+# --- Why nobody was eligible, and its audit row ------------------------------------------------
+
+NO_READER = "The study has no active reader."
+ALL_READ = "Every active reader of the study has already read (or been given) this example."
+OTHER_VERSION = (
+    "Every active reader who has not read this example has read (or been given) the other version of its pair, "
+    "and the study keeps the two versions apart. Add a reader to the study."
+)
+
+
+def _split_task2(readers: int, **options) -> tuple:
+    """A Task 2 example whose two first reads disagree."""
+    study, people, _ = make_reading_study(pairs=1, readers=readers, **options)
+    example = Example.objects.get(study=study, task=Task.EQUIVALENCE)
+    rate_open_reads(example, Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
+    example.refresh_from_db()
+    return study, people, example
+
+
+def test_every_reader_has_read_it():
+    _, _, example = _split_task2(2, keep_versions_apart=False)
+
+    assert (example.unrouted, example.unrouted_reason) == (True, ALL_READ)
+
+
+def test_the_other_version_keeps_everyone_out():
+    study, _, _ = make_reading_study(pairs=1, readers=4, adjudicators=0)
+    alternative = Example.objects.get(study=study, task=Task.REALISM, report_type="alternative")
+    rate_open_reads(alternative, Rating.REALISTIC, Rating.MAJOR_ISSUES)
+    alternative.refresh_from_db()
+
+    assert (alternative.unrouted, alternative.unrouted_reason) == (True, OTHER_VERSION)
+
+
+def test_unrouting_is_audited_once_per_reason(coordinator):
+    from annotation.models import AuditAction, AuditEvent, StudyMember
+    from consensus.services import route_unrouted
+
+    study, _, example = _split_task2(2, keep_versions_apart=False)
+
+    def events():
+        return list(AuditEvent.objects.filter(action=AuditAction.UNROUTED, example=example).order_by("pk"))
+
+    (event,) = events()
+    assert (event.study, event.actor) == (study, None)  # routing after a rating: nobody acted by hand
+    assert event.after == {"waiting_for": "reader", "reason": ALL_READ}
+
+    # Routing again for the same reason adds nothing.
+    route_unrouted(study.pk, actor=coordinator)
+    assert len(events()) == 1
+
+    # A new reason is recorded, with who acted.
+    StudyMember.objects.filter(study=study).update(active=False)
+    route_unrouted(study.pk, actor=coordinator)
+    example.refresh_from_db()
+    assert (example.unrouted, example.unrouted_reason) == (True, NO_READER)
+    assert [(e.actor, e.after) for e in events()] == [
+        (None, {"waiting_for": "reader", "reason": ALL_READ}),
+        (coordinator, {"waiting_for": "reader", "reason": NO_READER}),
+    ]
