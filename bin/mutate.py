@@ -1,12 +1,16 @@
 """Mutation testing of the protocol's core, one module at a time (run through bin/mutate).
 
 Each module is mutated by mutmut 3 in a work folder of its own under .mutation/ (symlinks to
-the project and a setup.cfg naming that module and the tests that guard it), so its results
-are kept between runs: a second run re-tests only what changed. Prints the score (killed out
-of the mutants that ran), the survivors and the time taken, per module.
+the project and a setup.cfg naming that module and the tests that guard it). The verdicts are
+kept in the repository (docs/mutation-verdicts/<module>.json), each with the hash of its
+function's source, so a run in any clone re-tests only the mutants of functions that changed
+or were never tested. Prints the score (killed out of all the module's mutants), the survivors
+and the time taken, per module.
 """
 
 import argparse
+import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -20,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
+VERDICTS = ROOT / "docs" / "mutation-verdicts"
 # The project's packages: every top-level folder with an apps.py, and config.
 APPS = ("config", *sorted(path.parent.name for path in ROOT.glob("*/apps.py")))
 ALSO_COPY = ("templates", "static", "docs", "tools", "manage.py")
@@ -128,7 +133,9 @@ MODULES: dict[str, list[str]] = {
 }
 
 # A mutant that timed out is killed too: the tests noticed (mutmut counts it so).
-KILLED = ("killed", "killed (earlier run)", "timeout")
+KILLED = ("killed", "timeout")
+# What a verdict may be once a mutant ran (mutmut's words). "no tests": no selected test reaches it.
+FINAL = (*KILLED, "survived", "no tests")
 RESULT_LINE = re.compile(r"^\s+(?P<name>\S+): (?P<status>.+)$")
 
 
@@ -153,7 +160,7 @@ def work_folder(module: str) -> Path:
     cfg = folder / "setup.cfg"
     if not cfg.exists() or cfg.read_text() != setup:
         # mutmut collects the coverage of tests new to the selection and forgets the verdicts of
-        # the functions they reach (the kills are kept in kills.json, see _with_earlier_kills).
+        # the functions they reach (docs/mutation-verdicts/ keeps them, see recorded_verdicts).
         cfg.write_text(setup)
     return folder
 
@@ -172,60 +179,102 @@ def migrated_template() -> Path:
     return template
 
 
-def mutate(module: str, *, template: Path | None, max_children: int, fresh: bool, only: list[str]) -> dict:
-    """Run mutmut on one module (template None: only read the results kept from earlier runs)."""
+def module_mutants(module: str, folder: Path) -> dict[str, str]:
+    """Every mutant mutmut makes of the module, with the hash of its function's source (mutmut's
+    own names and hashes; a hash changes only when the function's code does)."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+    from mutmut.utils.format_utils import get_mutant_name, mangled_name_from_mutant_name
+
+    with contextlib.chdir(folder):  # mutmut reads its settings (setup.cfg) from there
+        mutated = mutate_file_contents(module, (ROOT / module).read_text())
+    hashes = {get_mutant_name(Path(module), name): digest for name, digest in mutated.hash_by_function_name.items()}
+    mutants = {}
+    for name in mutated.mutant_names:
+        full = get_mutant_name(Path(module), name)
+        mutants[full] = hashes[mangled_name_from_mutant_name(full)]
+    return mutants
+
+
+def verdicts_file(module: str) -> Path:
+    return VERDICTS / (module.removesuffix(".py").replace("/", ".") + ".json")
+
+
+def recorded_verdicts(module: str, mutants: dict[str, str]) -> dict[str, str]:
+    """The kept verdicts that still hold: their function is unchanged since."""
+    path = verdicts_file(module)
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    return {name: status for name, (status, digest) in kept.items() if mutants.get(name) == digest}
+
+
+def save_verdicts(module: str, mutants: dict[str, str], statuses: dict[str, str]) -> None:
+    path = verdicts_file(module)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # One mutant a line, so that a re-run's changes read well in a diff.
+    rows = [
+        f"{json.dumps(name)}: {json.dumps([status, mutants[name]])}"
+        for name, status in sorted(statuses.items())
+        if status in FINAL
+    ]
+    path.write_text("{\n" + ",\n".join(rows) + "\n}\n")
+
+
+def to_run(mutants: dict[str, str], recorded: dict[str, str], *, survivors: bool, only: list[str]) -> list[str]:
+    """The mutants this run tests: those asked for, the survivors, or those without a verdict."""
+    if only:
+        return [name for name in mutants if any(fnmatch.fnmatchcase(name, pattern) for pattern in only)]
+    if survivors:
+        return [name for name in mutants if recorded.get(name) in ("survived", "no tests")]
+    return [name for name in mutants if name not in recorded]
+
+
+def mutate(
+    module: str, *, template: Path | None, max_children: int, fresh: bool, survivors: bool = False, only: list[str]
+) -> dict:
+    """Run mutmut on one module (template None: run nothing, only gather the verdicts and keep them)."""
     folder = work_folder(module)
     if fresh:
         shutil.rmtree(folder / "mutants", ignore_errors=True)
+    mutants = module_mutants(module, folder)
+    recorded = {} if fresh else recorded_verdicts(module, mutants)
     env = {**os.environ, "DEBUG": "1", "READINGROOM_TEST_DB_TEMPLATE": str(template)}
     env.pop("DATABASE_URL", None)
     started = time.monotonic()
     returncode = 0
-    if template is not None:
+    names = to_run(mutants, recorded, survivors=survivors, only=only) if template is not None else []
+    if names:
+        # Named mutants only, unless none has a verdict yet (mutmut then runs them all).
+        named = [] if len(names) == len(mutants) else names
         returncode = subprocess.run(  # noqa: S603 (no shell; the arguments are this command line's own)
-            [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *only],
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *named],
             cwd=folder,
             env=env,
             check=False,
         ).returncode
-    elapsed = time.monotonic() - started if template is not None else 0.0
-    listed = subprocess.run(
-        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    statuses: dict[str, str] = {}
-    for line in listed.stdout.splitlines():
-        if match := RESULT_LINE.match(line):
-            statuses[match["name"]] = match["status"]
-    statuses = _with_earlier_kills(module, folder, statuses)
-    return {"module": module, "returncode": returncode, "seconds": elapsed, "statuses": statuses, "folder": folder}
-
-
-def _with_earlier_kills(module: str, folder: Path, statuses: dict[str, str]) -> dict[str, str]:
-    """mutmut forgets every verdict of a function when a test new to the selection reaches it, kills
-    included. Tests are only ever added or made stricter, so a mutant killed before stays killed
-    while its function is unchanged: keep those kills (in kills.json, with the hash mutmut gave the
-    function) so that a --survivors run reports the module whole."""
-    record = folder / "kills.json"
-    meta = folder / "mutants" / f"{module}.meta"
-    hashes = json.loads(meta.read_text()).get("hash_by_function_name", {}) if meta.exists() else {}
-
-    def function_hash(name: str) -> str | None:
-        return hashes.get(name.rsplit(".", 1)[-1].split("__mutmut_")[0])
-
-    earlier = json.loads(record.read_text()) if record.exists() else {}
-    kept = {name for name, digest in earlier.items() if digest is not None and digest == function_hash(name)}
-    merged = {
-        name: "killed (earlier run)" if status == "not checked" and name in kept else status
-        for name, status in statuses.items()
+    elapsed = time.monotonic() - started if names else 0.0
+    # What mutmut holds in this folder (this run's verdicts, and earlier runs' it has not forgotten).
+    found: dict[str, str] = {}
+    if (folder / "mutants").exists():
+        listed = subprocess.run(
+            [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for line in listed.stdout.splitlines():
+            if (match := RESULT_LINE.match(line)) and match["status"] in FINAL:
+                found[match["name"]] = match["status"]
+    statuses = {name: found.get(name) or recorded.get(name) or "not checked" for name in mutants}
+    save_verdicts(module, mutants, statuses)
+    return {
+        "module": module,
+        "returncode": returncode,
+        "seconds": elapsed,
+        "ran": len(names),
+        "statuses": statuses,
+        "folder": folder,
     }
-    killed = kept | {name for name, status in statuses.items() if status in ("killed", "timeout")}
-    record.write_text(json.dumps({name: function_hash(name) for name in sorted(killed & set(statuses))}))
-    return merged
 
 
 def report(result: dict) -> None:
@@ -234,14 +283,15 @@ def report(result: dict) -> None:
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
     # A mutant no selected test reaches ("no tests") is a survivor too: nothing would notice it.
-    ran = sum(n for status, n in counts.items() if status in (*KILLED, "survived", "no tests"))
+    total = len(statuses)
     killed = sum(n for status, n in counts.items() if status in KILLED)
-    score = f"{100 * killed / ran:.1f}%" if ran else "n/a"
-    took = f" in {result['seconds'] / 60:.1f} min" if result["seconds"] else " (kept results)"
-    print(f"\n== {result['module']}: {killed}/{ran} killed ({score}){took}")
+    score = f"{100 * killed / total:.1f}%" if total else "n/a"
+    took = f"; {result['ran']} tested in {result['seconds'] / 60:.1f} min" if result["ran"] else "; none tested now"
+    unchecked = f", {counts['not checked']} never tested" if counts.get("not checked") else ""
+    print(f"\n== {result['module']}: {killed}/{total} killed ({score}{unchecked}){took}")
     print("   " + ", ".join(f"{status} {n}" for status, n in sorted(counts.items())))
     for name, status in sorted(statuses.items()):
-        if status not in (*KILLED, "not checked"):
+        if status not in KILLED:
             print(f"   {status}: {name}")
     if any(status == "survived" for status in statuses.values()):
         print(f"   see one: (cd {result['folder'].relative_to(ROOT)} && ../../.venv/bin/mutmut show <name>)")
@@ -281,17 +331,17 @@ def main() -> int:
         return 0
     template = migrated_template()
     try:
-        results = []
-        for module in modules:
-            only = args.only
-            if args.survivors:
-                kept = mutate(module, template=None, max_children=1, fresh=False, only=[])["statuses"]
-                only = [name for name, status in kept.items() if status in ("survived", "no tests")]
-                if not only:
-                    continue
-            results.append(
-                mutate(module, template=template, max_children=args.max_children, fresh=args.fresh, only=only)
+        results = [
+            mutate(
+                module,
+                template=template,
+                max_children=args.max_children,
+                fresh=args.fresh,
+                survivors=args.survivors,
+                only=args.only,
             )
+            for module in modules
+        ]
     finally:
         for path in WORK.glob(f"{template.name}*"):
             path.unlink()
