@@ -244,7 +244,7 @@ def test_a_token_already_used_for_another_adjudication_is_refused():
     submit_adjudication(
         adjudicator=done.adjudicator, adjudication_id=done.public_id, rating=labels[0], rationale="x", form_token=token
     )
-    with pytest.raises(SubmissionRefused, match="already used"):
+    with pytest.raises(SubmissionRefused) as refused:
         submit_adjudication(
             adjudicator=other.adjudicator,
             adjudication_id=other.public_id,
@@ -252,3 +252,4 @@ def test_a_token_already_used_for_another_adjudication_is_refused():
             rationale="x",
             form_token=token,
         )
+    assert str(refused.value) == "This form was already used for another example. Reload the page."

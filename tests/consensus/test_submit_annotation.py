@@ -178,8 +178,10 @@ def test_a_form_token_used_for_another_assignment_is_refused(reading):
     token = uuid.uuid4()
     _submit(task1, Rating.REALISTIC, "", token=token)
 
-    with pytest.raises(SubmissionRefused, match="already used for another example"):
+    with pytest.raises(SubmissionRefused) as refused:
         _submit(task2, Rating.EQUIVALENT, "", token=token)
+
+    assert str(refused.value) == "This form was already used for another example. Reload the page."
 
     assert Assignment.objects.get(pk=task2.pk).status == AssignmentStatus.OPEN
     assert not Annotation.objects.filter(assignment=task2).exists()
