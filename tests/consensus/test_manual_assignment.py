@@ -26,7 +26,7 @@ from consensus.assignment import (
     reassign_assignment,
     withdraw_assignment,
 )
-from consensus.services import void_annotation
+from consensus.services import show_assignment, void_annotation
 from tests.factories import make_reading_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
@@ -176,15 +176,20 @@ def test_it_refuses_someone_who_is_not_an_active_reader_of_the_study(coordinator
     StudyMember.objects.create(study=study, user=removed, role=MemberRole.READER, active=False)
 
     for person in (outsider, removed, adjudicators[0]):
-        with pytest.raises(QueueRefused, match="not an active reader"):
+        with pytest.raises(QueueRefused) as refused:
             assign_example(example.public_id, person, actor=coordinator)
+        assert str(refused.value) == (
+            f"{person.get_username()} is not an active reader of study {study.slug} (enrolled, with the Reader "
+            "role and an active account). Add them first."
+        )
 
     assert not example.assignments.exists()
 
 
 def test_it_refuses_an_unknown_example(coordinator, reader):
-    with pytest.raises(QueueRefused, match="No such example"):
+    with pytest.raises(QueueRefused) as refused:
         assign_example(uuid.uuid4(), reader, actor=coordinator)
+    assert str(refused.value) == "No such example."
 
 
 def test_it_refuses_the_other_version_when_versions_are_kept_apart(coordinator):
@@ -229,8 +234,9 @@ def test_it_refuses_when_the_example_already_has_its_readers(coordinator):
     example = _task2(study)
     newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
 
-    with pytest.raises(QueueRefused, match="all the readers it needs"):
+    with pytest.raises(QueueRefused) as refused:
         assign_example(example.public_id, newcomer, actor=coordinator)
+    assert str(refused.value) == "This example already has all the readers it needs."
 
     # Nor is a second third read possible while one is open.
     _disagree(example)
@@ -294,8 +300,9 @@ def test_a_rated_assignment_cannot_be_withdrawn(coordinator):
     assignment = _task2(study).assignments.get(slot=1)
     rate(assignment, Rating.EQUIVALENT, "")
 
-    with pytest.raises(QueueRefused, match="void the rating instead"):
+    with pytest.raises(QueueRefused) as refused:
         withdraw_assignment(assignment.public_id, actor=coordinator)
+    assert str(refused.value) == "This assignment has a rating; it cannot be withdrawn (void the rating instead)."
 
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.DONE
@@ -303,8 +310,9 @@ def test_a_rated_assignment_cannot_be_withdrawn(coordinator):
 
 
 def test_withdrawing_an_unknown_assignment_is_refused(coordinator):
-    with pytest.raises(QueueRefused, match="No such assignment"):
+    with pytest.raises(QueueRefused) as refused:
         withdraw_assignment(uuid.uuid4(), actor=coordinator)
+    assert str(refused.value) == "No such assignment."
 
 
 def test_withdrawing_a_needed_third_read_lists_the_example_as_unrouted(coordinator):
@@ -314,12 +322,86 @@ def test_withdrawing_a_needed_third_read_lists_the_example_as_unrouted(coordinat
     third = example.assignments.get(slot=3)
     assert not example.unrouted
 
-    withdraw_assignment(third.public_id, actor=coordinator)
+    returned = withdraw_assignment(third.public_id, actor=coordinator)
 
+    reason = "Its third reader was withdrawn by a coordinator. Assign a reader by hand."
+    assert (returned.unrouted, returned.unrouted_reason) == (True, reason)
     example.refresh_from_db()
-    assert example.unrouted
+    assert (example.unrouted, example.unrouted_reason) == (True, reason)
     assert example.state == ExampleState.THIRD_READ
     assert not example.assignments.filter(slot=3).exists()
+
+
+def test_withdrawing_both_initial_reads_leaves_the_example_waiting_and_not_unrouted(coordinator):
+    # Taken out by hand: the coordinator who did it decides what comes next (not the Unrouted list).
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    for assignment in example.assignments.order_by("slot"):
+        withdraw_assignment(assignment.public_id, actor=coordinator)
+
+    example.refresh_from_db()
+    assert (example.state, example.unrouted, example.unrouted_reason) == (ExampleState.WAITING, False, "")
+
+
+def test_withdrawing_twice_is_refused(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    assignment = example.assignments.get(slot=1)
+    show_assignment(Assignment.objects.select_related("example__study").get(pk=assignment.pk))
+    withdraw_assignment(assignment.public_id, actor=coordinator)  # shown: kept as withdrawn
+
+    with pytest.raises(QueueRefused) as refused:
+        withdraw_assignment(assignment.public_id, actor=coordinator)
+    assert str(refused.value) == "This assignment was already withdrawn."
+
+
+def test_withdrawing_uses_a_fixed_number_of_queries(coordinator, django_assert_num_queries):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    assignment = _task2(study).assignments.get(slot=1)
+
+    # The assignment's example, locked; the assignment with its reader; the audit row; the
+    # delete; the queue counter; the third-read check; and the transaction's savepoints.
+    with django_assert_num_queries(WITHDRAW_QUERIES):
+        withdraw_assignment(assignment.public_id, actor=coordinator)
+
+
+WITHDRAW_QUERIES = 9
+
+
+@pytest.mark.parametrize("voided_slot", [1, 2])
+def test_a_third_read_given_by_hand_after_a_void_takes_the_freed_initial_slot(coordinator, voided_slot):
+    # Three readers, a majority; the majority's rating in voided_slot is voided: the two left
+    # disagree, nobody is eligible, and the freed slot is the one to fill.
+    study, _, _ = make_reading_study(pairs=1, readers=3, keep_versions_apart=False)
+    example = _task2(study)
+    ratings = {voided_slot: Rating.EQUIVALENT, 3 - voided_slot: Rating.MAJOR_DISCREPANCY}
+    for slot in (1, 2):
+        rate(example.assignments.get(slot=slot), ratings[slot], "" if slot == voided_slot else "Missed.")
+    rate(example.assignments.get(slot=3), Rating.EQUIVALENT, "")
+    voided = example.assignments.get(slot=voided_slot).annotation
+    void_annotation(voided.public_id, actor=coordinator, reason="Wrong case.")
+    example.refresh_from_db()
+    assert (example.state, example.unrouted) == (ExampleState.THIRD_READ, True)
+    newcomer = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+
+    assignment = assign_example(example.public_id, newcomer, actor=coordinator)
+
+    assert assignment.slot == voided_slot
+
+
+def test_nothing_is_given_by_hand_once_two_reads_agree(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    for assignment in example.assignments.order_by("slot"):
+        rate(assignment, Rating.EQUIVALENT, "")
+    example.refresh_from_db()
+    assert example.state == ExampleState.CONSENSUS
+    spare = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+
+    with pytest.raises(QueueRefused):
+        assign_example(example.public_id, spare, actor=coordinator)
+    assert example.assignments.count() == 2
 
 
 # --- reassign_assignment -------------------------------------------------------------------
