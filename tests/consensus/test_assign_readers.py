@@ -494,3 +494,48 @@ def test_the_queue_order_is_the_shuffle_every_queue_uses(coordinator):
         assert assignment.queue_order == tiebreak(
             study.seed, "queue", assignment.reader_id, assignment.example.public_id
         )
+
+
+def test_who_reads_an_example_is_drawn_from_the_study_seed(coordinator):
+    # One example, five equally loaded readers: the seeded tie-break alone picks its two readers.
+    study, _ = _study(pairs=1, readers=5)
+    chosen = set()
+    for seed in range(8):
+        Study.objects.filter(pk=study.pk).update(seed=seed)
+        study.refresh_from_db()
+        with pytest.raises(Rollback), transaction.atomic():
+            assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+            chosen.add(frozenset(Assignment.objects.filter(example__study=study).values_list("reader_id", flat=True)))
+            raise Rollback
+    # Ten possible pairs of readers: eight seeds that all drew the same one would be a fixed draw.
+    assert len(chosen) > 1, chosen
+
+
+def _capped_at_one(study, reader) -> None:
+    StudyMember.objects.filter(study=study, user=reader).update(max_assignments=1)
+
+
+def test_the_cap_counts_only_this_studys_initial_reads(coordinator):
+    other, _ = _study(pairs=1, readers=2, keep_versions_apart=False)
+    study, reader_users = _study(pairs=2, readers=3, keep_versions_apart=False)
+    capped = reader_users[0]
+    example = Example.objects.filter(study=other, task=Task.EQUIVALENCE).get()
+    Assignment.objects.create(example=example, reader=capped, slot=1, queue_order=1)
+    _capped_at_one(study, capped)
+
+    assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+
+    # Four reads among three readers: everyone gets one, someone two (never the capped reader).
+    assert Assignment.objects.filter(study=study, reader=capped).count() == 1
+
+
+def test_the_cap_counts_initial_reads_not_third_reads(coordinator):
+    study, reader_users = _study(pairs=2, readers=3, keep_versions_apart=False)
+    capped = reader_users[0]
+    version = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
+    Assignment.objects.create(example=version, reader=capped, slot=3, queue_order=1)
+    _capped_at_one(study, capped)
+
+    assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+
+    assert Assignment.objects.filter(study=study, reader=capped, task=Task.EQUIVALENCE).count() == 1
