@@ -49,3 +49,13 @@ def test_a_reader_of_the_example_is_never_its_adjudicator():
     make_assignment(example, both, slot=3)
 
     assert eligible_adjudicators(example) == [adjudicator]
+
+
+def test_it_asks_one_query_however_many_adjudicators(django_assert_num_queries):
+    study, _, _ = make_reading_study(pairs=1, readers=2, adjudicators=4, keep_versions_apart=False)
+    example = Example.objects.get(study=study, task=Task.EQUIVALENCE)
+    example = Example.objects.select_related("study").get(pk=example.pk)
+
+    # The members with their accounts and subspecialties, and their loads, in one query.
+    with django_assert_num_queries(1):
+        assert len(eligible_adjudicators(example)) == 4

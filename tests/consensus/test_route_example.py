@@ -376,5 +376,16 @@ def test_an_adjudication_routed_when_an_adjudicator_joins_names_the_coordinator_
 
     add_study_member(study, make_user(Role.ADJUDICATOR), MemberRole.ADJUDICATOR, actor=coordinator)
 
+    # Before: waiting for an adjudicator, said once, when the split came in.
+    (unrouted,) = AuditEvent.objects.filter(example=example, action=AuditAction.UNROUTED)
+    assert (unrouted.actor, unrouted.after) == (
+        None,
+        {
+            "waiting_for": "adjudicator",
+            "reason": "No active adjudicator of the study who has not read this example. Add an adjudicator.",
+        },
+    )
     routed = AuditEvent.objects.get(example=example, action=AuditAction.ADJUDICATION_ROUTED)
-    assert routed.actor == coordinator
+    adjudication = Adjudication.objects.get(example=example)
+    assert (routed.actor, routed.subject, routed.study) == (coordinator, adjudication.adjudicator, study)
+    assert routed.after == {"adjudication": str(adjudication.public_id)}
