@@ -1,6 +1,7 @@
 """Automatic assignment: assign_readers gives every sampled example its two initial readers."""
 
 import math
+import uuid
 from collections import Counter, defaultdict
 
 import pytest
@@ -497,18 +498,23 @@ def test_the_queue_order_is_the_shuffle_every_queue_uses(coordinator):
 
 
 def test_who_reads_an_example_is_drawn_from_the_study_seed(coordinator):
-    # One example, five equally loaded readers: the seeded tie-break alone picks its two readers.
-    study, _ = _study(pairs=1, readers=5)
-    chosen = set()
-    for seed in range(8):
+    # One example, three equally loaded readers: the seeded tie-break alone picks its two readers,
+    # among all three at the first pick and the two left at the second. Over 32 seeds every pair
+    # of readers comes up (the example's public id is fixed, so the draws are too).
+    study, reader_users = _study(pairs=1, readers=3, keep_versions_apart=False)
+    Example.objects.filter(study=study, task=Task.EQUIVALENCE).update(
+        public_id=uuid.UUID("0e3c1a52-3b8e-4f0a-9a55-5c1d7e2b9f10")
+    )
+    chosen = Counter()
+    for seed in range(32):
         Study.objects.filter(pk=study.pk).update(seed=seed)
         study.refresh_from_db()
         with pytest.raises(Rollback), transaction.atomic():
             assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
-            chosen.add(frozenset(Assignment.objects.filter(example__study=study).values_list("reader_id", flat=True)))
+            chosen[frozenset(Assignment.objects.filter(study=study).values_list("reader_id", flat=True))] += 1
             raise Rollback
-    # Ten possible pairs of readers: eight seeds that all drew the same one would be a fixed draw.
-    assert len(chosen) > 1, chosen
+    pairs = {frozenset((a.pk, b.pk)) for a in reader_users for b in reader_users if a != b}
+    assert set(chosen) == pairs, chosen
 
 
 def _capped_at_one(study, reader) -> None:
