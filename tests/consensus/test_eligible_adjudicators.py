@@ -2,7 +2,7 @@
 
 import pytest
 
-from annotation.models import Example, MemberRole, Rating, Role, StudyMember, Task
+from annotation.models import Example, MemberRole, Rating, Role, Study, StudyMember, Task, tiebreak
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import eligible_adjudicators
 from tests.factories import make_assignment, make_reading_study, make_user
@@ -37,8 +37,17 @@ def test_the_least_loaded_in_this_study_comes_first_and_a_past_adjudicator_of_th
     # Reading another example of the study bars nobody; having adjudicated this one (voided) does.
     make_assignment(others[4], light, slot=3)
     adjudication(example, before, AdjudicationStatus.VOIDED)
+    # A study seed whose tie-break alone would order them otherwise: only the loads give this order.
+    by_load = [light, middle, heavy]
 
-    assert eligible_adjudicators(example) == [light, middle, heavy]
+    def tie_break_order(seed):
+        return sorted(by_load, key=lambda user: tiebreak(seed, "adjudicate", example.public_id, user.pk))
+
+    seed = next(seed for seed in range(100) if tie_break_order(seed) != by_load)
+    Study.objects.filter(pk=study.pk).update(seed=seed)
+    example = Example.objects.select_related("study").get(pk=example.pk)
+
+    assert eligible_adjudicators(example) == by_load
 
 
 def test_a_reader_of_the_example_is_never_its_adjudicator():
