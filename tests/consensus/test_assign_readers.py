@@ -545,3 +545,37 @@ def test_the_cap_counts_initial_reads_not_third_reads(coordinator):
     assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
 
     assert Assignment.objects.filter(study=study, reader=capped, task=Task.EQUIVALENCE).count() == 1
+
+
+def test_the_cap_counts_initial_reads_of_both_tasks(coordinator):
+    study, reader_users = _study(pairs=3, readers=3, keep_versions_apart=False)
+    capped = reader_users[0]
+    version = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
+    equivalence = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
+    Assignment.objects.create(example=version, reader=capped, slot=1, queue_order=1)
+    Assignment.objects.create(example=equivalence, reader=capped, slot=1, queue_order=2)
+    StudyMember.objects.filter(study=study, user=capped).update(max_assignments=2)
+
+    assign_readers(study, actor=coordinator)
+
+    assert Assignment.objects.filter(study=study, reader=capped).count() == 2
+
+
+def test_assigning_again_after_withdrawals_keeps_the_counts_within_one(coordinator):
+    # The reads taken back go to the readers who now have fewest, counted from the database and
+    # then one by one as they are given.
+    study, reader_users = _study(pairs=6, readers=3, keep_versions_apart=False)
+    assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+    assert sorted(_initial_counts(study, reader_users, Task.EQUIVALENCE)) == [4, 4, 4]
+    from consensus.assignment import withdraw_assignment
+
+    # Three of one reader's four reads taken back (never shown: they may go back to that reader).
+    reader = reader_users[0]
+    for assignment in Assignment.objects.filter(study=study, reader=reader).order_by("pk")[:3]:
+        withdraw_assignment(assignment.public_id, actor=coordinator)
+
+    assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+
+    # Each of the three examples still has its other reader: the least loaded free reader is the
+    # one whose reads were taken back, every time.
+    assert _initial_counts(study, reader_users, Task.EQUIVALENCE) == [4, 4, 4]
