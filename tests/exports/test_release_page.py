@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from annotation.models import Role
+from annotation.models import Example, Role
 from exports.models import Release, ReleaseStatus
 from exports.services import ReleaseRefused
 from exports.tasks import build_release_task
@@ -126,12 +126,36 @@ def test_the_index_lists_every_study_with_its_state_and_last_release(client, dat
 
 
 def test_the_index_says_how_far_the_reading_is(client, data_manager):
-    rated_study()
+    from annotation.models import Rating, Task
+    from tests.factories import make_reading_study, rate_open_reads
+
+    rated_study()  # every example has its consensus
+    reading, _, _ = make_reading_study(pairs=1, readers=4)
+    rate_open_reads(Example.objects.get(study=reading, task=Task.EQUIVALENCE), Rating.EQUIVALENT, Rating.EQUIVALENT)
     client.force_login(data_manager)
 
     html = client.get(reverse("release_index")).content.decode()
 
-    assert "examples have a consensus" in html
+    assert "finished: all 6 examples have a consensus" in html
+    assert "in progress: 1 of 3 examples have a consensus" in html
+
+
+def test_the_index_shows_the_last_release_that_is_not_deleted(client, data_manager):
+    from datetime import UTC, datetime
+
+    study = make_study("alpha")
+    kept = make_release(study, version="1.0.0", status=ReleaseStatus.DONE)
+    make_release(study, version="1.0.1", status=ReleaseStatus.DONE, deleted_at=datetime(2026, 3, 1, tzinfo=UTC))
+    client.force_login(data_manager)
+
+    response = client.get(reverse("release_index"))
+
+    [listed] = response.context["studies"]
+    assert (listed.last_version, listed.last_status_label, listed.last_release_at) == (
+        "1.0.0",
+        "Done",
+        kept.created_at,
+    )
 
 
 def test_a_build_that_waits_without_a_worker_is_explained_in_the_data_managers_words(

@@ -144,9 +144,34 @@ def test_the_page_fails_a_build_whose_worker_died_and_stops_polling(client, rele
     assert reverse("release_retry", args=[release.public_id]) in html
     assert reverse("release_delete", args=[release.public_id]) in html
     assert _everything_under(releases_dir) == []
-    assert DBTaskResult.objects.get(id=release.task_id).status == TaskResultStatus.FAILED
+    task = DBTaskResult.objects.get(id=release.task_id)
+    assert (task.status, task.exception_class_path, task.traceback) == (
+        TaskResultStatus.FAILED,
+        "exports.tasks.WorkerLost",
+        release.error,
+    )
+    assert task.finished_at is not None
     [event] = release.events.all()
     assert (event.action, event.actor) == (ReleaseAction.WORKER_LOST, None)
+
+
+@pytest.mark.django_db
+def test_failing_a_dead_workers_build_leaves_the_queues_other_running_tasks_alone(releases_dir):
+    release = _left_by_a_dead_worker(make_study("s1"), releases_dir)
+    other = DBTaskResult.objects.create(
+        status=TaskResultStatus.RUNNING,
+        args_kwargs={"args": [], "kwargs": {}},
+        task_path="analysis.tasks.compute_results_task",
+        backend_name="default",
+        run_after=timezone.now(),
+        started_at=timezone.now(),
+    )
+
+    services.fail_stale_releases()
+
+    assert DBTaskResult.objects.get(id=release.task_id).status == TaskResultStatus.FAILED
+    other.refresh_from_db()
+    assert (other.status, other.finished_at) == (TaskResultStatus.RUNNING, None)
 
 
 @pytest.mark.django_db

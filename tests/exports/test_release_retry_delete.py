@@ -109,9 +109,30 @@ def test_only_a_failed_build_can_be_retried(client, data_manager, status):
     response = client.post(f"/api/releases/{release.public_id}/retry/")
 
     assert response.status_code == 409
-    assert "only a failed build can be built again" in response.json()["detail"]
+    label = {ReleaseStatus.QUEUED: "queued", ReleaseStatus.RUNNING: "building", ReleaseStatus.DONE: "done"}[status]
+    assert response.json()["detail"] == f"Release 1.0.0 is {label}: only a failed build can be built again."
     release.refresh_from_db()
     assert release.status == status
+
+
+def test_a_retry_starts_the_build_afresh_and_records_its_task(data_manager, django_capture_on_commit_callbacks):
+    from datetime import UTC, datetime
+
+    from exports.services import retry_release
+
+    then = datetime(2026, 1, 1, tzinfo=UTC)
+    release = _failed(make_study("s1"), progress=60, finished_at=then, heartbeat_at=then, task_id="old-task")
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        retried = retry_release(release, user=data_manager)
+
+    fields = ("status", "progress", "error", "finished_at", "heartbeat_at", "task_id")
+    assert tuple(getattr(retried, f) for f in fields) == (ReleaseStatus.QUEUED, 0, "", None, None, "")
+    for callback in callbacks:
+        callback()
+    [queued] = default_task_backend.results
+    release.refresh_from_db()
+    assert release.task_id == str(queued.id)
 
 
 # --- Delete ----------------------------------------------------------------------------------------
@@ -182,7 +203,8 @@ def test_a_build_in_progress_cannot_be_deleted(client, data_manager, status):
     page = client.post(reverse("release_delete", args=[release.public_id]), **HTMX)
 
     assert api.status_code == 409
-    assert "delete it once it is done or has failed" in api.json()["detail"]
+    label = "queued" if status == ReleaseStatus.QUEUED else "building"
+    assert api.json()["detail"] == f"Release 1.0.0 is still {label}: delete it once it is done or has failed."
     assert page.status_code == 422
     release.refresh_from_db()
     assert release.deleted_at is None
@@ -197,6 +219,7 @@ def test_a_zip_is_deleted_only_once(client, data_manager):
     response = client.delete(f"/api/releases/{release.public_id}/")
 
     assert response.status_code == 409
+    assert response.json()["detail"] == f"Release {release.version} was already deleted."
     assert ReleaseEvent.objects.filter(action=ReleaseAction.DELETED).count() == 1
 
 

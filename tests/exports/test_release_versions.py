@@ -43,9 +43,10 @@ def test_a_version_held_by_a_build_is_refused_naming_the_next_free_one(status):
     study = make_study("s1")
     make_release(study, version="3.0.0", status=status)
 
-    with pytest.raises(ReleaseRefused, match=f"{TAKEN}.*Use the next free version, 3.0.1."):
+    with pytest.raises(ReleaseRefused, match=f"{TAKEN}.*Use the next free version, 3.0.1.") as refused:
         _request(study)
 
+    assert refused.value.field == "version"  # the form shows it under the version
     assert Release.objects.count() == 1
 
 
