@@ -1,6 +1,7 @@
 """The release build task, end to end through django.tasks: queued on commit, built by a worker."""
 
 import io
+import logging
 import threading
 import zipfile
 
@@ -15,7 +16,7 @@ from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Role
 from exports import tasks
-from exports.models import Release, ReleaseStatus
+from exports.models import Release, ReleaseAction, ReleaseStatus
 from exports.services import ReleaseRefused, ReleaseSummary, build_dir, request_release
 from exports.tasks import build_release_task
 from tests.exports.release_helpers import ROW_COUNTS, make_release, rated_study, sha256_of
@@ -67,11 +68,29 @@ def test_request_release_refuses_what_build_release_refuses_and_stores_nothing(d
             _request(study, license_text=" \n")
         with pytest.raises(ReleaseRefused, match=r"Unknown dataset\(s\): nope"):
             _request(study, datasets=["nope", "mimic-cxr"])
-        with pytest.raises(ReleaseRefused, match="longer than 32 characters"):
-            _request(study, version="1." + "0" * 40)
+        with pytest.raises(ReleaseRefused) as too_long:
+            _request(study, version="1." + "0" * 31)
 
+    assert (str(too_long.value), too_long.value.field) == (
+        f"Version '1.{'0' * 31}' is longer than 32 characters.",
+        "version",
+    )
     assert not Release.objects.exists()
     assert default_task_backend.results == []
+
+
+@pytest.mark.django_db
+def test_a_version_of_the_longest_length_is_taken_and_the_request_recorded():
+    user = make_user(Role.DATA_MANAGER)
+    version = "1." + "0" * 30
+
+    release = request_release(
+        rated_study(), user=user, version=version, datasets=None, include_unfinished=False, license_text="Text.\n"
+    )
+
+    assert release.version == version
+    [event] = release.events.all()
+    assert (event.action, event.actor) == (ReleaseAction.REQUESTED, user)
 
 
 @pytest.mark.django_db
@@ -236,18 +255,24 @@ def test_a_worker_stopped_mid_build_marks_the_release_failed(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_build_that_cannot_be_queued_says_so(monkeypatch, django_capture_on_commit_callbacks):
+def test_a_build_that_cannot_be_queued_says_so(monkeypatch, caplog, django_capture_on_commit_callbacks):
     class Broken:
         def enqueue(self, *args):
             raise ConnectionError("queue unavailable")
 
     monkeypatch.setattr(tasks, "build_release_task", Broken())
-    with django_capture_on_commit_callbacks(execute=True):
-        release = _request(rated_study())
+    study = rated_study()
+    waiting = make_release(study, version="0.9.0")  # another build, queued before: left alone
+    with django_capture_on_commit_callbacks(execute=True), caplog.at_level(logging.ERROR, logger="exports.services"):
+        release = _request(study)
 
     release.refresh_from_db()
     assert release.status == ReleaseStatus.FAILED
-    assert "could not be queued" in release.error
+    assert release.error == "The build could not be queued (the error is in the server log). Try again later."
+    assert release.finished_at is not None
+    assert [r.getMessage() for r in caplog.records] == [f"Could not queue the build of release {release.public_id}"]
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.finished_at) == (ReleaseStatus.QUEUED, None)
 
 
 @pytest.mark.parametrize(
