@@ -115,3 +115,24 @@ def test_export_release_include_judges_writes_the_judges_folder(tmp_path, capsys
     assert (tmp_path / "r" / "judges" / "task1_judges.csv").read_bytes() == JUDGE_HEADERS[
         "judges/task1_judges.csv"
     ].encode() + b"\r\n"
+
+
+def test_the_judges_files_hold_the_chosen_datasets_only(tmp_path):
+    from annotation.models import CandidatePair, Dataset
+
+    study = rated_study()
+    moved = CandidatePair.objects.filter(study=study).order_by("-pk").first()  # its Task 2 has no consensus
+    CandidatePair.objects.filter(pk=moved.pk).update(dataset=Dataset.objects.get(key="iu-xray"))
+    judge = make_judge()
+    enrol(study, judge)
+    run_judge(judge)
+
+    folder = tmp_path / "release"
+    build_release(study, folder, license_text=LICENSE, include_judges=True, datasets=["mimic-cxr"])
+
+    released = files(folder)
+    for path in JUDGE_HEADERS:
+        judged = rows(released[path])
+        assert judged, path
+        assert {r["dataset"] for r in judged} == {"mimic-cxr"}, path
+    assert moved.source_study_id not in {r["study_id"] for r in rows(released["judges/task1_judges.csv"])}
