@@ -335,3 +335,29 @@ def test_a_task_id_of_another_backend_is_left_alone(releases_dir):
     [failed] = services.fail_stale_releases()
 
     assert failed.status == ReleaseStatus.FAILED
+
+
+def _task(status, *, waited: timedelta) -> DBTaskResult:
+    return DBTaskResult.objects.create(
+        status=status,
+        args_kwargs={"args": [], "kwargs": {}},
+        task_path="exports.tasks.build_release_task",
+        backend_name="default",
+        run_after=timezone.now() - waited,
+    )
+
+
+@pytest.mark.django_db
+def test_the_worker_seems_stopped_only_when_a_task_waited_a_minute_and_none_runs():
+    _task(TaskResultStatus.SUCCESSFUL, waited=timedelta(hours=1))
+    _task(TaskResultStatus.FAILED, waited=timedelta(hours=1))
+    assert not services.worker_seems_stopped()  # nothing waits
+
+    _task(TaskResultStatus.READY, waited=timedelta(seconds=30))
+    assert not services.worker_seems_stopped()  # it has not waited long yet
+
+    _task(TaskResultStatus.READY, waited=timedelta(minutes=2))
+    assert services.worker_seems_stopped()
+
+    _task(TaskResultStatus.RUNNING, waited=timedelta(minutes=3))
+    assert not services.worker_seems_stopped()  # a worker is busy: the wait is a queue

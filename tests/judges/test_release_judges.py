@@ -136,3 +136,21 @@ def test_the_judges_files_hold_the_chosen_datasets_only(tmp_path):
         assert judged, path
         assert {r["dataset"] for r in judged} == {"mimic-cxr"}, path
     assert moved.source_study_id not in {r["study_id"] for r in rows(released["judges/task1_judges.csv"])}
+
+
+def test_the_judges_files_follow_include_unfinished(tmp_path):
+    study = rated_study()
+    judge = make_judge()
+    enrol(study, judge)
+    run_judge(judge)
+    unfinished = Example.objects.get(study=study, consensus__isnull=True)
+
+    finished_only, everything = tmp_path / "finished", tmp_path / "everything"
+    build_release(study, finished_only, license_text=LICENSE, include_judges=True)
+    build_release(study, everything, license_text=LICENSE, include_judges=True, include_unfinished=True)
+
+    def task2_ids(folder):
+        return [r["study_id"] for r in rows(files(folder)["judges/task2_judges.csv"])]
+
+    assert unfinished.pair.source_study_id not in task2_ids(finished_only)
+    assert unfinished.pair.source_study_id in task2_ids(everything)
