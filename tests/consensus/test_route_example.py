@@ -23,6 +23,7 @@ from annotation.models import (
 from consensus.assignment import add_study_member
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
+    QUEUE_ORDER_END,
     create_routed_assignment,
     eligible_readers,
     lock_example,
@@ -125,7 +126,51 @@ def test_a_disagreement_brings_exactly_one_third_reader(db):
     third = _third(example)
     assert third.reader_id not in {first.reader_id, second.reader_id}
     assert third.status == AssignmentStatus.OPEN
-    assert AuditEvent.objects.filter(example=example, action=AuditAction.THIRD_READ_ROUTED).count() == 1
+    [event] = AuditEvent.objects.filter(example=example, action=AuditAction.THIRD_READ_ROUTED)
+    assert (event.actor, event.subject, event.study) == (None, third.reader, study)
+    assert event.after == {"assignment": str(third.public_id), "slot": 3}
+
+
+def test_a_refill_after_a_void_is_audited_as_an_assignment_of_the_freed_slot(db):
+    study, _readers, _ = make_reading_study(pairs=1, readers=5)
+    example = _task1_example(study)
+    first, second = _initial(example)
+    rate(first, REALISTIC, "")
+    rate(second, REALISTIC, "")
+    coordinator = make_user(Role.COORDINATOR)
+
+    void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
+
+    refill = example.assignments.get(status=AssignmentStatus.OPEN)
+    event = AuditEvent.objects.filter(example=example, action=AuditAction.ASSIGNED).order_by("pk").last()
+    assert (event.actor, event.subject) == (coordinator, refill.reader)
+    assert event.after == {"assignment": str(refill.public_id), "slot": 1}
+
+
+def test_a_routed_read_is_placed_in_this_studys_queue_only(db):
+    # The reader's first open item in another study comes before everything here: placing the routed
+    # read above that one could put it first here, in place of the item on the reader's screen.
+    study, readers, _ = make_reading_study(pairs=3, readers=3, keep_versions_apart=False)
+    other, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False, slug="other")
+    reader = readers[0]
+    StudyMember.objects.create(study=other, user=reader, role=MemberRole.READER)
+    elsewhere = Example.objects.filter(study=other, task=Task.REALISM).order_by("pk").first()
+    Assignment.objects.create(example=elsewhere, reader=reader, slot=3, queue_order=0)
+    here = Assignment.objects.filter(reader=reader, study=study, task=Task.REALISM, status=AssignmentStatus.OPEN)
+    on_screen = here.order_by("queue_order").first()
+    Assignment.objects.filter(pk=on_screen.pk).update(queue_order=QUEUE_ORDER_END - 1000)
+    here.exclude(pk=on_screen.pk).update(queue_order=QUEUE_ORDER_END - 10)
+    example = (
+        Example.objects.select_related("study")
+        .filter(study=study, task=Task.REALISM)
+        .exclude(assignments__reader=reader)
+    ).first()
+    example.assignments.filter(slot=2).delete()
+
+    with transaction.atomic(), queues.counting():
+        routed = create_routed_assignment(lock_example(example.pk), reader, 2)
+
+    assert routed.queue_order > QUEUE_ORDER_END - 1000
 
 
 def test_the_third_reader_is_the_least_loaded_eligible_one(db):
