@@ -90,7 +90,7 @@ def test_a_version_of_the_longest_length_is_taken_and_the_request_recorded():
 
     assert release.version == version
     [event] = release.events.all()
-    assert (event.action, event.actor) == (ReleaseAction.REQUESTED, user)
+    assert (event.action, event.actor, event.detail) == (ReleaseAction.REQUESTED, user, "")
 
 
 @pytest.mark.django_db
