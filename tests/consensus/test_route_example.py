@@ -16,6 +16,7 @@ from annotation.models import (
     Rating,
     ReaderQueue,
     Role,
+    Study,
     StudyMember,
     Task,
     tiebreak,
@@ -194,6 +195,27 @@ def test_the_third_reader_is_the_least_loaded_eligible_one(db):
     rate(second, MAJOR)
 
     assert _third(Example.objects.get(pk=example.pk)).reader == by_tiebreak[-1]
+
+
+def test_equally_loaded_eligible_readers_are_ordered_by_a_draw_from_the_study_seed(db):
+    # Three eligible readers with the same load: over 16 seeds each of them comes first (a fixed
+    # public id keeps the draws fixed too). An order that ignored the seed, or the readers, would
+    # put the same one first every time.
+    study, readers, _ = make_reading_study(pairs=1, readers=5, keep_versions_apart=False)
+    example = _task1_example(study)
+    Example.objects.filter(pk=example.pk).update(public_id=uuid.UUID("7d1f7a0e-2c1b-4d6e-9f3a-0b5c8e4a2d11"))
+    first, second = _initial(example)
+    eligible = {r.pk for r in readers} - {first.reader_id, second.reader_id}
+    ReaderQueue.objects.filter(study=study).update(open_count=0, rated_count=0)
+
+    firsts = set()
+    for seed in range(16):
+        Study.objects.filter(pk=study.pk).update(seed=seed)
+        ranked = eligible_readers(Example.objects.select_related("study").get(pk=example.pk))
+        assert {r.pk for r in ranked} == eligible
+        firsts.add(ranked[0].pk)
+
+    assert firsts == eligible
 
 
 def test_a_majority_of_three_is_the_consensus(db):
