@@ -382,3 +382,65 @@ def test_a_rating_of_another_task_is_refused_naming_the_field_and_the_choices(ta
 
     assert str(refused.value) == f"Choose one of: {labels}."
     assert refused.value.field == "rating"
+
+
+# --- What a submit does when a concurrent one got there first ---------------------------------------
+# Two requests race only on PostgreSQL, and then rarely in the window these branches answer; here the
+# race's outcome is made to happen, to check the answer.
+
+
+def test_a_concurrent_request_that_stored_the_same_form_first_is_answered_with_its_rating(reading, monkeypatch):
+    from consensus import services
+
+    assignment = _assignment(reading, Task.EQUIVALENCE)
+    token = uuid.uuid4()
+    stored = _submit(assignment, Rating.EQUIVALENT, "", token=token).annotation
+
+    def lost_the_race(*args):
+        raise IntegrityError("duplicate key value violates unique constraint (form_token)")
+
+    monkeypatch.setattr(services, "_store_annotation", lost_the_race)
+    again = _submit(assignment, Rating.EQUIVALENT, "", token=token)
+
+    assert (again.annotation, again.created) == (stored, False)
+
+
+def test_a_submit_starts_again_when_another_tab_moved_the_unsettled_rating(reading, monkeypatch):
+    from consensus import services
+
+    assignment = _assignment(reading, Task.EQUIVALENCE)
+    store, calls = services._store_annotation, []
+
+    def moved_once(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise services._UnsettledRatingMoved
+        return store(*args)
+
+    monkeypatch.setattr(services, "_store_annotation", moved_once)
+    result = _submit(assignment, Rating.EQUIVALENT, "")
+
+    assert (result.created, len(calls)) == (True, 2)
+
+
+@pytest.mark.parametrize("failures, stored", [(2, True), (3, False)])
+def test_a_submit_refused_by_the_one_unsettled_rating_rule_is_tried_three_times(reading, monkeypatch, failures, stored):
+    # Another tab of the reader stored its unsettled rating first: the database refuses this one.
+    from consensus import services
+
+    assignment = _assignment(reading, Task.EQUIVALENCE)
+    store, calls = services._store_annotation, []
+
+    def refused(*args):
+        calls.append(args)
+        if len(calls) <= failures:
+            raise IntegrityError("one unsettled rating per reader")
+        return store(*args)
+
+    monkeypatch.setattr(services, "_store_annotation", refused)
+    if stored:
+        assert _submit(assignment, Rating.EQUIVALENT, "").created
+    else:
+        with pytest.raises(IntegrityError):
+            _submit(assignment, Rating.EQUIVALENT, "")
+    assert len(calls) == min(failures + 1, services.SUBMIT_ATTEMPTS)
