@@ -283,10 +283,14 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
         # was eligible after a void) stays on the Unrouted list until someone does.
         _set_state(example, ExampleState.WAITING, unrouted=example.unrouted, reason=example.unrouted_reason)
         return
-    _set_state(example, ExampleState.WAITING)
     missing = 2 - count - _reads_under_way(example, count)
     if missing > 0:
+        # Still unrouted until _route_reads finds someone: a retry that finds nobody for the same
+        # reason changes nothing (and writes no audit row).
+        _set_state(example, ExampleState.WAITING, unrouted=example.unrouted, reason=example.unrouted_reason)
         _route_reads(example, missing, action=AuditAction.ASSIGNED, actor=actor)
+    else:
+        _set_state(example, ExampleState.WAITING)
 
 
 def _reads_under_way(example: Example, settled: int) -> int:

@@ -219,3 +219,23 @@ def test_unrouting_is_audited_once_per_reason(coordinator):
         (None, {"waiting_for": "reader", "reason": ALL_READ}),
         (coordinator, {"waiting_for": "reader", "reason": NO_READER}),
     ]
+
+
+def test_a_waiting_example_retried_for_the_same_reason_is_audited_once(coordinator):
+    # A refill after a void finds nobody; enrolling an adjudicator (which retries every unrouted
+    # example) changes nothing for it, and writes nothing.
+    from annotation.models import AuditAction, AuditEvent
+    from consensus.assignment import add_study_member
+
+    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    example = Example.objects.get(study=study, task=Task.EQUIVALENCE)
+    first, _ = rate_open_reads(example, Rating.EQUIVALENT, Rating.EQUIVALENT)
+    void_annotation(first.public_id, actor=coordinator, reason="Wrong report.")
+    example.refresh_from_db()
+    assert (example.unrouted, example.unrouted_reason) == (True, ALL_READ)
+
+    add_study_member(study, make_user(Role.ADJUDICATOR), MemberRole.ADJUDICATOR, actor=coordinator)
+
+    example.refresh_from_db()
+    assert (example.unrouted, example.unrouted_reason) == (True, ALL_READ)
+    assert AuditEvent.objects.filter(action=AuditAction.UNROUTED, example=example).count() == 1
