@@ -197,6 +197,25 @@ def module_mutants(module: str, folder: Path) -> dict[str, str]:
     return mutants
 
 
+def function_of(mutant: str) -> str:
+    """consensus.services.x_route_example__mutmut_3 -> x_route_example (mutmut's key for its function)."""
+    return mutant.rsplit(".", 1)[-1].split("__mutmut_")[0]
+
+
+def tested_hashes(folder: Path, module: str) -> dict[str, str]:
+    """The hash of each function as mutmut mutated it, from its record in the work folder."""
+    meta = folder / "mutants" / f"{module}.meta"
+    return json.loads(meta.read_text()).get("hash_by_function_name", {}) if meta.exists() else {}
+
+
+def found_on(mutants: dict[str, str], found: dict[str, str], tested: dict[str, str]) -> dict[str, str]:
+    """The hash to keep with each verdict: for one mutmut found, that of the code it mutated (the
+    source may have moved on since the run began: the next run then tests that function again)."""
+    return {
+        name: tested.get(function_of(name), digest) if name in found else digest for name, digest in mutants.items()
+    }
+
+
 def verdicts_file(module: str) -> Path:
     return VERDICTS / (module.removesuffix(".py").replace("/", ".") + ".json")
 
@@ -268,7 +287,7 @@ def mutate(
             if (match := RESULT_LINE.match(line)) and match["status"] in FINAL:
                 found[match["name"]] = match["status"]
     statuses = {name: found.get(name) or recorded.get(name) or "not checked" for name in mutants}
-    save_verdicts(module, mutants, statuses)
+    save_verdicts(module, found_on(mutants, found, tested_hashes(folder, module)), statuses)
     return {
         "module": module,
         "returncode": returncode,

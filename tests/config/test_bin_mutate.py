@@ -85,3 +85,18 @@ def test_the_mutants_and_hashes_are_mutmuts_own(mutate, tmp_path):
     assert len(set(mutants.values())) == 4  # one hash per mutated function
     source = (ROOT / "consensus" / "conflicts.py").read_text()
     assert len(mutants) > source.count("def ")
+
+
+def test_a_verdict_is_kept_with_the_hash_of_the_code_it_was_found_on(mutate, tmp_path):
+    # route_example changed after the run mutated it: its verdict keeps the old hash, so the next
+    # run tests it again; a verdict kept from before (not found now) keeps the current one.
+    meta = tmp_path / "mutants" / "consensus" / "services.py.meta"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"hash_by_function_name": {"x_route_example": "old0", "x_validate_rating": "bbbb"}}))
+    found = {"consensus.services.x_route_example__mutmut_1": "killed"}
+
+    kept = mutate.found_on(MUTANTS, found, mutate.tested_hashes(tmp_path, "consensus/services.py"))
+
+    assert kept["consensus.services.x_route_example__mutmut_1"] == "old0"
+    assert kept["consensus.services.x_route_example__mutmut_2"] == "aaaa"
+    assert mutate.function_of("consensus.assignment.xǁ_ReaderPoolǁtake__mutmut_14") == "xǁ_ReaderPoolǁtake"
