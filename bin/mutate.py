@@ -57,6 +57,8 @@ ROUTING = [
     "tests/annotation/test_reader_api.py",
     # Where a routed read goes in its reader's queue (create_routed_assignment).
     "tests/annotation/test_third_read_blinding.py",
+    # A rating records the version of the reader guide its reader confirmed.
+    "tests/annotation/test_guide.py",
 ]
 
 # Module -> the tests that guard it. mutmut runs, for each mutant, only those of them that
