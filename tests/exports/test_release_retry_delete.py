@@ -190,6 +190,9 @@ def test_a_failed_build_can_be_deleted_and_then_not_retried(client, data_manager
     response = client.post(f"/api/releases/{release.public_id}/retry/")
 
     assert response.status_code == 409
+    assert response.json()["detail"] == (
+        f"Release {release.version} is failed and deleted: only a failed build can be built again."
+    )
     release.refresh_from_db()
     assert (release.status, release.deleted_by) == (ReleaseStatus.FAILED, data_manager)
 
