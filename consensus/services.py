@@ -281,16 +281,21 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
     if not refill:
         # A first read came in. An example still waiting for someone to take its other read (nobody
         # was eligible after a void) stays on the Unrouted list until someone does.
-        _set_state(example, ExampleState.WAITING, unrouted=example.unrouted, reason=example.unrouted_reason)
+        _keep_waiting(example)
         return
     missing = 2 - count - _reads_under_way(example, count)
     if missing > 0:
         # Still unrouted until _route_reads finds someone: a retry that finds nobody for the same
         # reason changes nothing (and writes no audit row).
-        _set_state(example, ExampleState.WAITING, unrouted=example.unrouted, reason=example.unrouted_reason)
+        _keep_waiting(example)
         _route_reads(example, missing, action=AuditAction.ASSIGNED, actor=actor)
     else:
         _set_state(example, ExampleState.WAITING)
+
+
+def _keep_waiting(example: Example) -> None:
+    """WAITING, with the Unrouted flag and its reason as they are."""
+    _set_state(example, ExampleState.WAITING, unrouted=example.unrouted, reason=example.unrouted_reason)
 
 
 def _reads_under_way(example: Example, settled: int) -> int:
