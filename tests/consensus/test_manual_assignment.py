@@ -40,6 +40,13 @@ def _version(study, report_type: str) -> Example:
     return Example.objects.get(study=study, task=Task.REALISM, report_type=report_type)
 
 
+def _enrolled_directly(study):
+    """A new reader of the study, enrolled without the routing that add_study_member runs."""
+    reader = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=reader, role=MemberRole.READER)
+    return reader
+
+
 def _disagree(example) -> None:
     """The two initial reads of a Task 2 example disagree: it needs a third read."""
     first, second = example.assignments.filter(slot__in=[1, 2]).order_by("slot")
@@ -117,8 +124,7 @@ def test_filling_one_of_two_missing_reads_leaves_the_example_unrouted(coordinato
     example.refresh_from_db()
     assert (example.assignments.active().count(), example.unrouted) == (0, True)
     reason = example.unrouted_reason
-    newcomer = make_user(Role.READER)
-    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+    newcomer = _enrolled_directly(study)
 
     assign_example(example.public_id, newcomer, actor=coordinator)
 
@@ -140,8 +146,7 @@ def test_reassigning_the_one_read_of_an_example_waiting_for_two_leaves_it_unrout
     void_annotation(second.annotation.public_id, actor=coordinator, reason="Wrong case.")
     example.refresh_from_db()
     assert example.unrouted and list(example.assignments.active()) == [refill]
-    newcomer = make_user(Role.READER)
-    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+    newcomer = _enrolled_directly(study)
 
     reassign_assignment(refill.public_id, newcomer, actor=coordinator)
 
@@ -159,8 +164,7 @@ def test_giving_the_last_missing_read_clears_unrouted(coordinator):
     void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
     example.refresh_from_db()
     assert example.unrouted
-    newcomer = make_user(Role.READER)
-    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+    newcomer = _enrolled_directly(study)
 
     assign_example(example.public_id, newcomer, actor=coordinator)
 
@@ -259,9 +263,7 @@ def test_on_an_unrouted_third_read_it_fills_slot_3_and_clears_unrouted(coordinat
     example = _task2(study)
     _disagree(example)
     assert example.unrouted
-    # Enrolled directly, so no routing runs: the coordinator assigns by hand.
-    newcomer = make_user(Role.READER)
-    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+    newcomer = _enrolled_directly(study)
 
     assignment = assign_example(example.public_id, newcomer, actor=coordinator)
 
@@ -382,8 +384,7 @@ def test_a_third_read_given_by_hand_after_a_void_takes_the_freed_initial_slot(co
     void_annotation(voided.public_id, actor=coordinator, reason="Wrong case.")
     example.refresh_from_db()
     assert (example.state, example.unrouted) == (ExampleState.THIRD_READ, True)
-    newcomer = make_user(Role.READER)
-    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
+    newcomer = _enrolled_directly(study)
 
     assignment = assign_example(example.public_id, newcomer, actor=coordinator)
 

@@ -105,16 +105,21 @@ def test_a_build_broken_after_its_zip_was_moved_into_place_removes_the_zip(monke
 # --- A worker that died mid-build ----------------------------------------------------------------
 
 
+def _task(status, *, waited: timedelta = timedelta(0), task_path: str = "exports.tasks.build_release_task", **fields):
+    """A row of the database task queue, waiting since `waited` ago."""
+    return DBTaskResult.objects.create(
+        status=status,
+        args_kwargs={"args": [], "kwargs": {}},
+        task_path=task_path,
+        backend_name="default",
+        run_after=timezone.now() - waited,
+        **fields,
+    )
+
+
 def _left_by_a_dead_worker(study, releases_dir, *, minutes_ago: int = 5) -> Release:
     """What kill -9 of db_worker mid-build leaves: Building, an old heartbeat, a partial folder, a running task."""
-    task = DBTaskResult.objects.create(
-        status=TaskResultStatus.RUNNING,
-        args_kwargs={"args": [], "kwargs": {}},
-        task_path="exports.tasks.build_release_task",
-        backend_name="default",
-        run_after=timezone.now(),
-        started_at=timezone.now() - timedelta(minutes=minutes_ago),
-    )
+    task = _task(TaskResultStatus.RUNNING, started_at=timezone.now() - timedelta(minutes=minutes_ago))
     release = make_release(
         study,
         status=ReleaseStatus.RUNNING,
@@ -158,14 +163,7 @@ def test_the_page_fails_a_build_whose_worker_died_and_stops_polling(client, rele
 @pytest.mark.django_db
 def test_failing_a_dead_workers_build_leaves_the_queues_other_running_tasks_alone(releases_dir):
     release = _left_by_a_dead_worker(make_study("s1"), releases_dir)
-    other = DBTaskResult.objects.create(
-        status=TaskResultStatus.RUNNING,
-        args_kwargs={"args": [], "kwargs": {}},
-        task_path="analysis.tasks.compute_results_task",
-        backend_name="default",
-        run_after=timezone.now(),
-        started_at=timezone.now(),
-    )
+    other = _task(TaskResultStatus.RUNNING, task_path="analysis.tasks.compute_results_task", started_at=timezone.now())
 
     services.fail_stale_releases()
 
@@ -335,16 +333,6 @@ def test_a_task_id_of_another_backend_is_left_alone(releases_dir):
     [failed] = services.fail_stale_releases()
 
     assert failed.status == ReleaseStatus.FAILED
-
-
-def _task(status, *, waited: timedelta) -> DBTaskResult:
-    return DBTaskResult.objects.create(
-        status=status,
-        args_kwargs={"args": [], "kwargs": {}},
-        task_path="exports.tasks.build_release_task",
-        backend_name="default",
-        run_after=timezone.now() - waited,
-    )
 
 
 @pytest.mark.django_db
