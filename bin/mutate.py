@@ -65,7 +65,8 @@ ROUTING = [
 # call the mutated function.
 MODULES: dict[str, list[str]] = {
     # The role and object checks of every view.
-    "annotation/decorators.py": PERMISSIONS,
+    # The login redirect says when a session ended (test_login.py).
+    "annotation/decorators.py": [*PERMISSIONS, "tests/annotation/test_login.py"],
     "annotation/permissions.py": PERMISSIONS,
     "annotation/roles.py": [
         *PERMISSIONS,

@@ -99,6 +99,47 @@ def test_a_routed_read_takes_a_uniformly_random_place_among_the_open_items_after
     assert all(60 <= n <= 140 for n in ranks.values()), ranks
 
 
+@pytest.mark.parametrize(
+    "first_open, places",
+    [
+        # Two places are left after the first open item: each comes up.
+        (QUEUE_ORDER_END - 3, {QUEUE_ORDER_END - 2, QUEUE_ORDER_END - 1}),
+        # One place is left: every routed read takes it.
+        (QUEUE_ORDER_END - 2, {QUEUE_ORDER_END - 1}),
+    ],
+)
+def test_a_routed_read_takes_only_places_after_the_first_open_item_up_to_the_last(db, first_open, places):
+    _, (reader, *_), _ = make_reading_study(pairs=2, readers=3, keep_versions_apart=False)
+    on_screen = Assignment.objects.filter(reader=reader, task=Task.REALISM, status=AssignmentStatus.OPEN)
+    on_screen.exclude(pk=on_screen.order_by("queue_order")[0].pk).delete()
+    on_screen.update(queue_order=first_open)
+    example = Example.objects.select_related("study").filter(task=Task.REALISM).exclude(assignments__reader=reader)[0]
+    example.assignments.filter(slot=2).delete()
+
+    taken = set()
+    for seed in range(24):
+        example.study.seed = seed
+        routed = create_routed_assignment(example, reader, 2)
+        taken.add(Assignment.objects.get(pk=routed.pk).queue_order)
+        routed.delete()
+
+    assert taken == places
+
+
+def test_a_routed_read_behind_an_item_at_the_very_last_place_is_still_stored(db):
+    # No place is left after the first open item: the read takes its own seeded place.
+    _, (reader, *_), _ = make_reading_study(pairs=2, readers=3, keep_versions_apart=False)
+    Assignment.objects.filter(reader=reader, task=Task.REALISM, status=AssignmentStatus.OPEN).update(
+        queue_order=QUEUE_ORDER_END - 1
+    )
+    example = Example.objects.select_related("study").filter(task=Task.REALISM).exclude(assignments__reader=reader)[0]
+    example.assignments.filter(slot=2).delete()
+
+    routed = create_routed_assignment(example, reader, 2)
+
+    assert 0 <= Assignment.objects.get(pk=routed.pk).queue_order < QUEUE_ORDER_END
+
+
 def test_a_simulated_study_gives_a_reader_no_better_guess_than_the_base_rate():
     """Five readers rate at random through the API, in random turns. For every item a reader
     receives while they still have other open initial reads in that queue, record everything

@@ -384,6 +384,10 @@ def test_a_rating_of_another_task_is_refused_naming_the_field_and_the_choices(ta
     assert refused.value.field == "rating"
 
 
+# The atomic block's savepoint, its rollback and release, and the stored rating with its item.
+QUERIES_TO_ANSWER_A_LOST_RACE = 4
+
+
 # --- What a submit does when a concurrent one got there first ---------------------------------------
 # Two requests race only on PostgreSQL, and then rarely in the window these branches answer; here the
 # race's outcome is made to happen, to check the answer.
@@ -421,6 +425,44 @@ def test_a_submit_starts_again_when_another_tab_moved_the_unsettled_rating(readi
     result = _submit(assignment, Rating.EQUIVALENT, "")
 
     assert (result.created, len(calls)) == (True, 2)
+
+
+def test_the_answer_to_a_lost_race_reads_the_stored_rating_and_its_item_in_one_query(
+    reading, monkeypatch, django_assert_num_queries
+):
+    from consensus import services
+
+    assignment = _assignment(reading, Task.EQUIVALENCE)
+    token = uuid.uuid4()
+    _submit(assignment, Rating.EQUIVALENT, "", token=token)
+
+    def lost_the_race(*args):
+        raise IntegrityError("duplicate key value violates unique constraint (form_token)")
+
+    monkeypatch.setattr(services, "_store_annotation", lost_the_race)
+    with django_assert_num_queries(QUERIES_TO_ANSWER_A_LOST_RACE):
+        _submit(assignment, Rating.EQUIVALENT, "", token=token)
+
+
+def test_a_submit_whose_unsettled_rating_keeps_moving_is_refused_after_three_tries(reading, monkeypatch):
+    from consensus import services
+
+    assignment = _assignment(reading, Task.EQUIVALENCE)
+    calls = []
+
+    def always_moved(*args):
+        calls.append(args)
+        raise services._UnsettledRatingMoved
+
+    monkeypatch.setattr(services, "_store_annotation", always_moved)
+    with pytest.raises(SubmissionRefused) as refused:
+        _submit(assignment, Rating.EQUIVALENT, "")
+
+    assert str(refused.value) == (
+        "Your rating could not be stored: another of your tabs was saving at once. Submit again."
+    )
+    assert len(calls) == services.SUBMIT_ATTEMPTS == 3
+    assert not Annotation.objects.filter(assignment=assignment).exists()
 
 
 @pytest.mark.parametrize("failures, stored", [(2, True), (3, False)])
