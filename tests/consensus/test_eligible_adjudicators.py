@@ -68,3 +68,23 @@ def test_it_asks_one_query_however_many_adjudicators(django_assert_num_queries):
     # The members with their accounts and subspecialties, and their loads, in one query.
     with django_assert_num_queries(1):
         assert len(eligible_adjudicators(example)) == 4
+
+
+def test_an_adjudicator_without_a_reader_profile_is_eligible_after_the_cardiothoracic_ones():
+    # The role given through the admin's groups creates no profile: the subspecialty is unknown.
+    study, _, (general,) = make_reading_study(pairs=1, readers=4, adjudicators=1)
+    example = Example.objects.select_related("study").filter(study=study, task=Task.EQUIVALENCE).get()
+    general.reader_profile.delete()
+    chest = make_user(Role.ADJUDICATOR, subspecialty="cardiothoracic")
+    StudyMember.objects.create(study=study, user=chest, role=MemberRole.ADJUDICATOR)
+    # A seed whose tie-break alone would put the general adjudicator first.
+    study.seed = next(
+        seed
+        for seed in range(100)
+        if tiebreak(seed, "adjudicate", example.public_id, general.pk)
+        < tiebreak(seed, "adjudicate", example.public_id, chest.pk)
+    )
+    Study.objects.filter(pk=study.pk).update(seed=study.seed)
+    example = Example.objects.select_related("study").get(pk=example.pk)
+
+    assert eligible_adjudicators(example) == [chest, general]

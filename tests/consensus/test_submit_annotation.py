@@ -138,6 +138,34 @@ def test_a_rating_is_stored_with_its_assignment_and_the_assignment_is_done(readi
     assert Assignment.objects.get(pk=assignment.pk).status == AssignmentStatus.DONE
 
 
+def test_an_item_rated_before_it_was_shown_keeps_the_order_drawn_for_the_rating(reading):
+    # An API client that kept the item from an earlier session rates it without fetching it.
+    assignment = _assignment(reading, Task.EQUIVALENCE)
+    assert assignment.report_a_type == ""
+
+    annotation = _submit(assignment, Rating.EQUIVALENT, "").annotation
+
+    assert annotation.report_a_type in (ReportType.ORIGINAL, ReportType.ALTERNATIVE)
+    assert Assignment.objects.get(pk=assignment.pk).report_a_type == annotation.report_a_type
+
+
+@pytest.mark.parametrize(
+    "before_undo_ms, resumed, seconds, expected",
+    [(0, False, 0, 0), (0, False, 95.5, 95_500), (0, False, -2, 0), (4_000, True, 12.25, 16_250)],
+)
+def test_the_time_on_task_is_counted_to_the_millisecond(before_undo_ms, resumed, seconds, expected):
+    from consensus.services import _time_on_task
+
+    started = timezone.now()
+    assignment = Assignment(
+        first_shown_at=started - timedelta(hours=1) if resumed else started,
+        resumed_at=started if resumed else None,
+        time_before_undo_ms=before_undo_ms,
+    )
+
+    assert _time_on_task(assignment, started + timedelta(seconds=seconds)) == expected
+
+
 # --- repeated and concurrent submissions --------------------------------------------------------
 
 
