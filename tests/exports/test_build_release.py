@@ -887,6 +887,8 @@ def test_the_command_writes_the_release_and_prints_the_row_counts(tmp_path):
         assert len(records(release, name)) == rows
     assert "Release 2.1 written to" in printed
     assert files_of(release) == files_of(build(study, tmp_path / "service", datasets=["mimic-cxr"], version="2.1"))
+    # The progress bar, on stderr, ends full: every step of the build counted against the total.
+    assert re.search(r"Building: 100%\|#+\| (\d+)/\1 ", err.getvalue()), err.getvalue()
 
 
 def test_the_command_uses_the_studys_licence_and_reports_left_out_examples(tmp_path):
@@ -895,7 +897,11 @@ def test_the_command_uses_the_studys_licence_and_reports_left_out_examples(tmp_p
     waiting = make_pair(study, study_id="99")
     Example.objects.create(study=study, pair=waiting, task=Task.EQUIVALENCE)
     out = io.StringIO()
-    call_command("export_release", "--study=cmd-licence", f"--out={tmp_path / 'r'}", "--no-progress", stdout=out)
+    err = io.StringIO()
+    call_command(
+        "export_release", "--study=cmd-licence", f"--out={tmp_path / 'r'}", "--no-progress", stdout=out, stderr=err
+    )
+    assert err.getvalue() == ""
     assert (tmp_path / "r" / "LICENSE.txt").read_bytes() == b"The study's own licence.\n"
     assert "Task 2: Clinical equivalence: 1 examples without a consensus left out." in out.getvalue()
     # A folder, not a zip: the release it records offers no download.
