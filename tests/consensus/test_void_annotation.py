@@ -1,8 +1,10 @@
 """void_annotation: a coordinator takes a stored rating back, and the example is routed again."""
 
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from annotation.models import (
     Annotation,
@@ -13,10 +15,17 @@ from annotation.models import (
     Example,
     ExampleState,
     Rating,
+    Study,
     Task,
 )
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-from consensus.services import NotFound, SubmissionRefused, submit_adjudication, void_annotation
+from consensus.services import (
+    NotFound,
+    SubmissionRefused,
+    settle_due_ratings,
+    submit_adjudication,
+    void_annotation,
+)
 from tests.factories import make_reading_study, rate
 
 pytestmark = pytest.mark.django_db
@@ -265,6 +274,33 @@ def test_voiding_an_initial_read_during_a_third_read_withdraws_the_third_read(co
     replacement = _open(example, 1)
     assert replacement.reader_id != first.reader_id
     assert example.assignments.active().count() == 2
+
+
+def test_voiding_an_initial_read_while_the_third_rating_is_in_its_undo_window_waits_for_that_rating(coordinator):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    example = _task2(study)
+    first, second = _reads(example, EQUIVALENT, MAJOR)
+    # The third reader rates in a study that now keeps ratings open to an undo for two minutes.
+    Study.objects.filter(pk=study.pk).update(undo_window_seconds=120)
+    third = _rate(example, 3, MAJOR)
+    assert third.settled_at is None
+
+    _void(first, coordinator)
+
+    # The third rating still stands (it may yet settle): nobody new is given the freed slot.
+    example = _refreshed(example)
+    assert (example.state, example.unrouted) == (ExampleState.WAITING, False)
+    assert not example.assignments.open().exists()
+    assert example.assignments.active().count() == 2
+    assert not Assignment.objects.filter(pk=third.assignment_id, status=AssignmentStatus.WITHDRAWN).exists()
+
+    settle_due_ratings(now=timezone.now() + timedelta(seconds=121))
+
+    # The second and third ratings agree.
+    label = ConsensusLabel.objects.get(example=example)
+    assert (label.rating, label.label_source, label.n_annotations) == (MAJOR, LabelSource.UNANIMOUS, 2)
+    assert _refreshed(example).state == ExampleState.CONSENSUS
+    assert {a.pk for a in Annotation.objects.filter(voided_at__isnull=True)} == {second.pk, third.pk}
 
 
 def test_a_third_read_is_withdrawn_when_its_disagreement_is_voided_after_earlier_voids(coordinator):
