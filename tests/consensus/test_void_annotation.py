@@ -374,5 +374,15 @@ def test_voiding_under_an_adjudication_uses_a_fixed_number_of_queries(coordinato
         _void(third, coordinator)
 
 
+def test_voiding_during_a_third_read_uses_a_fixed_number_of_queries(coordinator, django_assert_num_queries):
+    study, _, _ = make_reading_study(pairs=1, readers=5)
+    first, _ = _reads(_task2(study), EQUIVALENT, MAJOR)
+
+    # As above, and the open third read withdrawn with its reader in one query.
+    with django_assert_num_queries(VOID_DURING_THIRD_READ_QUERIES):
+        _void(first, coordinator)
+
+
 VOID_QUERIES = 23
 VOID_UNDER_ADJUDICATION_QUERIES = 22
+VOID_DURING_THIRD_READ_QUERIES = 24
