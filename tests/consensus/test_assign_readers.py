@@ -14,6 +14,7 @@ from annotation.models import (
     AuditAction,
     AuditEvent,
     Example,
+    ExampleState,
     MemberRole,
     Rating,
     ReportType,
@@ -223,6 +224,27 @@ def test_it_never_gives_a_reader_both_versions_of_a_pair(coordinator, readers):
     assert max(versions.values()) == 1
 
 
+def test_a_version_filled_after_its_pair_partner_never_goes_to_the_partners_readers(coordinator):
+    # The other version of pair 1 was read in an earlier run (its own reads were capped then) and
+    # reached its consensus. Its reader `a` is now the least loaded: only keeping versions apart
+    # keeps `a` off the waiting version.
+    study, (a, b, c, d, e) = _study(pairs=3, readers=5)
+    versions = {}
+    for example in Example.objects.filter(study=study, task=Task.REALISM).select_related("pair"):
+        versions.setdefault(example.pair_id, []).append(example)
+    (first, waiting), (p2v1, p2v2), (p3v1, p3v2) = (sorted(v, key=lambda x: x.pk) for v in versions.values())
+    for example, readers in ((first, (a, b)), (p2v1, (c, d)), (p2v2, (e, b)), (p3v1, (c, e)), (p3v2, (d, b))):
+        for slot, reader in enumerate(readers, start=1):
+            Assignment.objects.create(example=example, reader=reader, slot=slot)
+    Example.objects.filter(pk=first.pk).update(state=ExampleState.CONSENSUS)
+
+    assign_readers(study, actor=coordinator, tasks=[Task.REALISM])
+
+    given = set(waiting.assignments.values_list("reader_id", flat=True))
+    assert len(given) == 2
+    assert not given & {a.pk, b.pk}
+
+
 @pytest.mark.parametrize("readers", [2, 3])
 def test_with_fewer_than_four_readers_it_cannot_keep_versions_apart_and_assigns_nothing(coordinator, readers):
     study, _ = _study(pairs=3, readers=readers)
@@ -361,8 +383,17 @@ def test_every_assignment_has_one_assigned_audit_row_by_the_coordinator(coordina
         assert event.actor == coordinator
         assert event.subject_id == assignment.reader_id
         assert event.example_id == assignment.example_id
-        assert event.after["slot"] == assignment.slot
-        assert event.after["how"] == "automatic"
+        # Written whole: nothing before, the read given after.
+        assert (event.before, event.after) == (
+            {},
+            {"assignment": str(assignment.public_id), "slot": assignment.slot, "how": "automatic"},
+        )
+        # A new read: open, and its Task 2 order not drawn until it is first shown.
+        assert (assignment.status, assignment.report_a_type, assignment.first_shown_at) == (
+            AssignmentStatus.OPEN,
+            "",
+            None,
+        )
 
 
 def test_people_who_cannot_read_get_nothing_and_do_not_count(coordinator):
