@@ -278,8 +278,12 @@ def test_with_versions_not_kept_apart_two_or_three_readers_are_enough(coordinato
 @pytest.mark.parametrize("tasks", [None, [Task.EQUIVALENCE]])
 def test_fewer_than_two_readers_are_refused(coordinator, readers, tasks):
     study, _ = _study(pairs=2, readers=readers, keep_versions_apart=False)
-    with pytest.raises(QueueRefused, match="2 distinct readers"):
+    with pytest.raises(QueueRefused) as refused:
         assign_readers(study, actor=coordinator, tasks=tasks)
+    assert str(refused.value) == (
+        f"Study {study.slug} has {readers} active reader(s); every example needs 2 distinct readers. "
+        "Add readers to the study first."
+    )
     assert not Assignment.objects.exists()
 
 
