@@ -590,6 +590,41 @@ def test_the_readme_is_a_data_dictionary_with_the_counts(replay, replay_release)
         assert f"| `{variation.key}` | {variation.label} | {variation.dimension} |" in taxonomy
 
 
+def test_the_readmes_files_and_counts_are_written_whole_with_the_zeros(tmp_path):
+    # Every example reached a unanimous consensus: the other ratings and sources count 0.
+    study = rated_study("mimic-cxr", slug="readme-counts")
+    readme = (build(study, tmp_path / "release") / "README.md").read_text(encoding="utf-8")
+
+    files = readme.split("## Files\n\n", 1)[1].split("\n\n", 1)[0]
+    assert files == (
+        "| file | rows | one row per |\n"
+        "|---|---|---|\n"
+        "| `task1/task1_full.csv` | 4 | individual Task 1 annotation |\n"
+        "| `task1/task1_disagreed.csv` | 0 | Task 1 example with a three-way disagreement (the adjudicator's rating) |\n"
+        "| `task1/task1_consensus.csv` | 2 | Task 1 example (its consensus rating) |\n"
+        "| `task2/task2_full.csv` | 2 | individual Task 2 annotation |\n"
+        "| `task2/task2_disagreed.csv` | 0 | Task 2 example with a three-way disagreement (the adjudicator's rating) |\n"
+        "| `task2/task2_consensus.csv` | 1 | Task 2 example (its consensus rating) |\n"
+        "| `LICENSE.txt` | | the licence of these files |\n"
+        "| `SHA256SUMS.txt` | | SHA-256 of every other file |"
+    )
+    counts = readme.split("## Counts\n", 1)[1].split("## Taxonomy", 1)[0]
+    assert counts == (
+        "\n### Task 1: Realism\n\n"
+        "- Annotations (`task1_full.csv`): 4\n"
+        "- Examples with 2 annotations: 2; with 3 annotations: 0\n"
+        "- Adjudicated examples: 0 (`task1_disagreed.csv`: 0 rows)\n"
+        "- Consensus by rating: Realistic 2, Minor Issues 0, Major Issues 0\n"
+        "- Consensus by label source: unanimous 2, majority 0, adjudicated 0\n"
+        "\n### Task 2: Clinical Equivalence\n\n"
+        "- Annotations (`task2_full.csv`): 2\n"
+        "- Examples with 2 annotations: 1; with 3 annotations: 0\n"
+        "- Adjudicated examples: 0 (`task2_disagreed.csv`: 0 rows)\n"
+        "- Consensus by rating: Equivalent 1, Minor Discrepancy 0, Major Discrepancy 0\n"
+        "- Consensus by label source: unanimous 1, majority 0, adjudicated 0\n\n"
+    )
+
+
 def test_a_replay_release_validates_against_the_datapackage_and_a_broken_one_does_not(replay_release, tmp_path):
     assert not (replay_release / "datapackage.json").exists()
     report = validate(replay_release)

@@ -160,7 +160,8 @@ def test_the_page_deletes_a_zip_and_keeps_the_row(
     assert release.deleted_at is not None
     assert release.sha256  # what was released stays on record
     [event] = ReleaseEvent.objects.filter(action=ReleaseAction.DELETED)
-    assert (event.release, event.actor) == (release, data_manager)
+    # The event names the file that was deleted.
+    assert (event.release, event.actor, event.detail) == (release, data_manager, path.name)
     assert client.get(reverse("release_download", args=[release.public_id])).status_code == 404
 
 
