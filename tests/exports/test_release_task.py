@@ -134,6 +134,8 @@ def test_the_database_worker_builds_a_queued_release():
     release.refresh_from_db()
     assert release.status == ReleaseStatus.DONE
     assert release.sha256 == sha256_of(release.zip_file())
+    # Its last sign of life (shown in the admin) is its finish.
+    assert release.heartbeat_at is not None and release.heartbeat_at >= release.finished_at
 
 
 @pytest.mark.django_db
