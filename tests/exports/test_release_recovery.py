@@ -134,16 +134,22 @@ def _left_by_a_dead_worker(study, releases_dir, *, minutes_ago: int = 5) -> Rele
 
 
 @pytest.mark.django_db
-def test_the_page_fails_a_build_whose_worker_died_and_stops_polling(client, releases_dir):
+def test_the_page_fails_a_build_whose_worker_died_and_stops_polling(client, releases_dir, caplog):
     study = make_study("s1")
     release = _left_by_a_dead_worker(study, releases_dir)
+    heartbeat = release.heartbeat_at
     client.force_login(make_user(Role.DATA_MANAGER))
 
     html = client.get(reverse("release_list", args=[study.slug]), **POLL).content.decode()
 
     release.refresh_from_db()
     assert release.status == ReleaseStatus.FAILED
-    assert "worker building this release stopped" in release.error
+    # HEARTBEAT_TIMEOUT, in the data manager's words.
+    assert release.error == (
+        "The worker building this release stopped (no sign of life for 2 minutes); "
+        "its partial files were removed. Build it again."
+    )
+    assert f"Release {release.public_id}: worker lost during the build, marked failed" in caplog.messages
     assert release.error in html
     assert "hx-trigger" not in html  # no more polling
     assert reverse("release_retry", args=[release.public_id]) in html
@@ -157,7 +163,7 @@ def test_the_page_fails_a_build_whose_worker_died_and_stops_polling(client, rele
     )
     assert task.finished_at is not None
     [event] = release.events.all()
-    assert (event.action, event.actor) == (ReleaseAction.WORKER_LOST, None)
+    assert (event.action, event.actor, event.detail) == (ReleaseAction.WORKER_LOST, None, f"last heartbeat {heartbeat}")
 
 
 @pytest.mark.django_db
