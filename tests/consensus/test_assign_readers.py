@@ -502,6 +502,35 @@ def test_the_queues_are_the_same_whatever_the_chunk_size(coordinator, monkeypatc
     assert chunked == whole
 
 
+@pytest.mark.parametrize(
+    "chunk, reports",
+    # The progress is reported before the first chunk and after each. A Task 1 pair's two versions
+    # are never split: chunks of 1 example are 18 (9 pairs, 9 Task 2 examples), chunks of 5 are 5
+    # or 6 (of 5 or 6 examples, as the pairs fall).
+    [(1, {19}), (5, {6, 7}), (assignment_module.ASSIGN_CHUNK, {2})],
+)
+def test_the_chunks_add_up_the_unfilled_reads_and_the_progress(coordinator, monkeypatch, chunk, reports):
+    # 27 examples, 54 reads; four readers capped at 6 reads take 24 of them.
+    study, _ = _study(pairs=9, readers=4)
+    StudyMember.objects.filter(study=study).update(max_assignments=6)
+    monkeypatch.setattr(assignment_module, "ASSIGN_CHUNK", chunk)
+    calls = []
+
+    report = assign_readers(study, actor=coordinator, progress=lambda done, total: calls.append((done, total)))
+
+    assert (report.assigned, report.unfilled) == (24, 30)
+    assert report.notes == [
+        "30 reads found no eligible reader (caps reached, or too few readers who have not read the example or "
+        "its other version). Add readers or raise caps, then assign again."
+    ]
+    # From none to every example, counted up chunk by chunk.
+    done = [d for d, _ in calls]
+    assert {total for _, total in calls} == {27}
+    assert (done[0], done[-1]) == (0, 27)
+    assert len(done) in reports
+    assert done == sorted(set(done))
+
+
 def test_the_number_of_queries_does_not_grow_with_the_study(coordinator):
     counts = []
     for pairs in (2, 12):
