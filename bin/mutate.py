@@ -243,12 +243,16 @@ def save_verdicts(module: str, mutants: dict[str, str], statuses: dict[str, str]
 
 
 def to_run(mutants: dict[str, str], recorded: dict[str, str], *, survivors: bool, only: list[str]) -> list[str]:
-    """The mutants this run tests: those asked for, the survivors, or those without a verdict."""
+    """The mutants this run tests: those asked for (all of them, or their survivors), the
+    survivors, or those without a verdict."""
+    names = list(mutants)
     if only:
-        return [name for name in mutants if any(fnmatch.fnmatchcase(name, pattern) for pattern in only)]
+        names = [name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in only)]
+        if not survivors:
+            return names
     if survivors:
-        return [name for name in mutants if recorded.get(name) in ("survived", "no tests")]
-    return [name for name in mutants if name not in recorded]
+        return [name for name in names if recorded.get(name) in ("survived", "no tests")]
+    return [name for name in names if name not in recorded]
 
 
 def mutate(
@@ -336,7 +340,8 @@ def main() -> int:
         action="append",
         default=[],
         metavar="PATTERN",
-        help="mutate only these functions, e.g. 'consensus.services.x_route_example*' (repeatable; see mutmut's names)",
+        help="mutate only these functions, e.g. 'consensus.services.x_route_example*' (repeatable; see mutmut's "
+        "names); with --survivors, only their survivors",
     )
     args = parser.parse_args()
     if args.list:

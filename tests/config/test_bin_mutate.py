@@ -72,6 +72,10 @@ def test_a_run_tests_what_has_no_verdict_or_the_survivors_or_what_is_named(mutat
         "consensus.services.x_validate_rating__mutmut_1",
         "consensus.services.x_validate_rating__mutmut_2",
     ]
+    # Both: the named functions' survivors only.
+    assert mutate.to_run(MUTANTS, recorded, survivors=True, only=["consensus.services.x_validate*"]) == [
+        "consensus.services.x_validate_rating__mutmut_1",
+    ]
 
 
 def test_the_mutants_and_hashes_are_mutmuts_own(mutate, tmp_path):
