@@ -42,6 +42,7 @@ from annotation.models import (
     Study,
     StudyMember,
     Task,
+    Variation,
 )
 from annotation.services import sample_pairs
 from consensus.assignment import assign_readers
@@ -593,7 +594,9 @@ def test_the_readme_is_a_data_dictionary_with_the_counts(replay, replay_release)
 def test_the_readmes_files_and_counts_are_written_whole_with_the_zeros(tmp_path):
     # Every example reached a unanimous consensus: the other ratings and sources count 0.
     study = rated_study("mimic-cxr", slug="readme-counts")
-    readme = (build(study, tmp_path / "release") / "README.md").read_text(encoding="utf-8")
+    readme = (build(study, tmp_path / "release", version="2.0.0") / "README.md").read_text(encoding="utf-8")
+
+    assert readme.startswith(f"# {study.name}: reader study release 2.0.0\n")
 
     files = readme.split("## Files\n\n", 1)[1].split("\n\n", 1)[0]
     assert files == (
@@ -625,6 +628,18 @@ def test_the_readmes_files_and_counts_are_written_whole_with_the_zeros(tmp_path)
         "- Consensus by rating: Equivalent 1, Minor Discrepancy 0, Major Discrepancy 0\n"
         "- Consensus by label source: unanimous 1, majority 0, adjudicated 0\n\n"
     )
+
+
+def test_the_readmes_taxonomy_is_in_the_studys_order_not_by_key(tmp_path):
+    study = rated_study("mimic-cxr", slug="readme-taxonomy")
+    study.variations.update(position=5)
+    Variation.objects.create(study=study, key="a-last", label="Last", dimension="style", position=9)
+    Variation.objects.create(study=study, key="z-first", label="First", dimension="style", position=1)
+    readme = (build(study, tmp_path / "release") / "README.md").read_text(encoding="utf-8")
+
+    taxonomy = readme.split("## Taxonomy", 1)[1]
+    keys = re.findall(r"^\| `([a-z0-9_-]+)` \|", taxonomy, flags=re.MULTILINE)
+    assert keys == ["z-first", *study.variations.filter(position=5).values_list("key", flat=True), "a-last"]
 
 
 def test_a_replay_release_validates_against_the_datapackage_and_a_broken_one_does_not(replay_release, tmp_path):

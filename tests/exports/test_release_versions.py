@@ -51,6 +51,19 @@ def test_a_version_held_by_a_build_is_refused_naming_the_next_free_one(status):
 
 
 @pytest.mark.django_db
+def test_the_next_free_version_named_skips_every_version_this_study_holds():
+    study = make_study("s1")
+    make_release(study, version="3.0.0", status=ReleaseStatus.DONE)
+    make_release(study, version="3.0.1", status=ReleaseStatus.QUEUED)
+    make_release(make_study("s2"), version="3.0.2", status=ReleaseStatus.DONE)  # free in study s1
+
+    with pytest.raises(ReleaseRefused) as refused:
+        _request(study)
+
+    assert str(refused.value).endswith("Use the next free version, 3.0.2.")
+
+
+@pytest.mark.django_db
 def test_a_deleted_zip_keeps_its_version_taken(tmp_path):
     study = rated_study("s1")
     built = make_release(study, version="3.0.0")

@@ -69,6 +69,13 @@ def test_judges_leave_the_default_release_byte_identical_and_include_judges_adds
         assert f" {path}\n" in extra["SHA256SUMS.txt"].decode()
         assert f"`{path}`" in extra["README.md"].decode()
     task1, task2 = rows(extra["judges/task1_judges.csv"]), rows(extra["judges/task2_judges.csv"])
+    # The README's table of files lists both, with their rows.
+    readme = extra["README.md"].decode()
+    for path, task, count in (("judges/task1_judges.csv", 1, len(task1)), ("judges/task2_judges.csv", 2, len(task2))):
+        assert (
+            f"| `{path}` | {count} | rating of a Task {task} example by an automated judge (not a radiologist; "
+            "see below) |\n"
+        ) in readme
     released = JudgeRead.objects.rated().filter(example__consensus__isnull=False)
     assert len(task1) == released.filter(task=Task.REALISM).count() == 2 * 4
     assert len(task2) == released.filter(task=Task.EQUIVALENCE).count() == 2 * 1
