@@ -779,6 +779,19 @@ def test_examples_without_consensus_are_left_out_by_default_and_counted_in_the_r
     assert_full_files_match_the_database(default, study, released={original_1.pk, equivalence[1].pk})
 
     unfinished = build(study, tmp_path / "unfinished", include_unfinished=True)
+    # Nothing is said to be left out, and the progress counts the rows written, this study's only.
+    rated_study("mimic-cxr", slug="elsewhere")
+    calls = []
+    summary = build_release(
+        Study.objects.get(pk=study.pk),
+        tmp_path / "counted",
+        license_text=LICENSE,
+        include_unfinished=True,
+        progress=lambda done, total: calls.append((done, total)),
+    )
+    assert [summary.counts[task].left_out for task in (Task.REALISM, Task.EQUIVALENCE)] == [0, 0]
+    written = sum(n for name, n in summary.row_counts.items() if name.endswith(("_full.csv", "_consensus.csv")))
+    assert calls[-1] == (written, written)
     consensus = {
         r["study_id"] + ":" + r["report_type"]: (r["rating"], r["label_source"], r["n_annotations"])
         for r in records(unfinished, "task1/task1_consensus.csv")
