@@ -125,6 +125,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "exports/services.py": [
         "tests/exports/test_build_release.py",
+        "tests/exports/test_release_build_steps.py",
         "tests/exports/test_release_task.py",
         "tests/exports/test_release_recovery.py",
         "tests/exports/test_release_versions.py",

@@ -168,10 +168,13 @@ def check_release_options(*, version: str, license_text: str, datasets: list[str
     return datasets
 
 
+NO_GUIDE = "This study has no reader guide to include. Write one, or build without it."
+
+
 def check_guide_option(study: Study) -> None:
     """ReleaseRefused unless the study has a reader guide to add as guide.md."""
     if not GuideVersion.objects.filter(study=study).exists():
-        raise ReleaseRefused("This study has no reader guide to include. Write one, or build without it.")
+        raise ReleaseRefused(NO_GUIDE)
 
 
 def build_release(
@@ -275,12 +278,12 @@ def _build_in_snapshot(
             # Read in the build's snapshot, like every file of it.
             guide = GuideVersion.objects.current(study)
             if guide is None:
-                raise ReleaseRefused("This study has no reader guide to include. Write one, or build without it.")
-            (work / "guide.md").write_text(guide.text, encoding="utf-8", newline="")
+                raise ReleaseRefused(NO_GUIDE)
+            _write_utf8(work / "guide.md", guide.text)
             summary.guide_version = guide.number
-        (work / "LICENSE.txt").write_text(license_text, encoding="utf-8", newline="")
+        _write_utf8(work / "LICENSE.txt", license_text)
         readme = render_to_string("exports/release_readme.md", _readme_context(study, summary))
-        (work / "README.md").write_text(readme, encoding="utf-8", newline="")
+        _write_utf8(work / "README.md", readme)
         _write_checksums(work)
         out_dir.mkdir(parents=True, exist_ok=True)
         out_dir.rmdir()
@@ -353,7 +356,12 @@ def _write_checksums(folder: Path) -> None:
         key=lambda p: p.encode("utf-8"),
     )
     lines = [f"{_sha256(folder / path)} {path}\n" for path in paths if path != "SHA256SUMS.txt"]
-    (folder / "SHA256SUMS.txt").write_text("".join(lines), encoding="utf-8", newline="")
+    _write_utf8(folder / "SHA256SUMS.txt", "".join(lines))
+
+
+def _write_utf8(path: Path, text: str) -> None:
+    """The text as UTF-8 bytes, its newlines as given: the same file whatever the platform or locale."""
+    path.write_bytes(text.encode("utf-8"))
 
 
 def _sha256(path: Path) -> str:
