@@ -351,11 +351,10 @@ def _write_judges(study: Study, selection: rows.Selection, work: Path, row_count
 
 def _write_checksums(folder: Path) -> None:
     """SHA256SUMS.txt in PhysioNet's format: "<hex> <path>\\n", one space, paths in byte order."""
-    paths = sorted(
-        (p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()),
-        key=lambda p: p.encode("utf-8"),
-    )
-    lines = [f"{_sha256(folder / path)} {path}\n" for path in paths if path != "SHA256SUMS.txt"]
+    # Every file written so far (this one comes last). Python orders strings by code point, which
+    # is the byte order of their UTF-8.
+    paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    lines = [f"{_sha256(folder / path)} {path}\n" for path in paths]
     _write_utf8(folder / "SHA256SUMS.txt", "".join(lines))
 
 
