@@ -6,6 +6,7 @@ import pytest
 
 from annotation.models import Annotation, Example, Rating, Role, Study, Task
 from consensus.services import void_annotation
+from exports import services
 from exports.services import build_release
 from tests.factories import make_reading_study, make_user, rate_open_reads
 
@@ -56,6 +57,22 @@ def test_the_progress_steps_file_by_file_and_counts_no_voided_or_unsettled_ratin
     # After each task's full file and after its consensus file, then the end.
     steps = [task1[0], sum(task1), sum(task1) + task2[0], total, total]
     assert calls == [(step, total) for step in steps]
+
+
+def test_the_progress_advances_every_chunk_of_a_full_file(tmp_path, monkeypatch):
+    # A full file of a real study runs to tens of thousands of rows: its progress moves every
+    # CHUNK rows, not only when the file is done.
+    monkeypatch.setattr(services, "CHUNK", 3)
+    study = rated_study()
+    calls = []
+    summary = build_release(
+        study, tmp_path / "release", license_text=LICENSE, progress=lambda done, total: calls.append((done, total))
+    )
+
+    counts = summary.row_counts
+    assert [counts[f"task{n}/task{n}_{kind}.csv"] for n in (1, 2) for kind in ("full", "consensus")] == [8, 4, 4, 2]
+    # Task 1's full file: 3, 6, then the last 2; its consensus file: 4. Task 2's: 3, then 1; then 2.
+    assert calls == [(done, 18) for done in (3, 6, 8, 12, 15, 16, 18, 18)]
 
 
 def test_the_first_release_creates_the_folders_above_it(tmp_path):
