@@ -243,21 +243,31 @@ def save_verdicts(module: str, mutants: dict[str, str], statuses: dict[str, str]
     path.write_text("{\n" + ",\n".join(rows) + "\n}\n")
 
 
-def to_run(mutants: dict[str, str], recorded: dict[str, str], *, survivors: bool, only: list[str]) -> list[str]:
-    """The mutants this run tests: those asked for (all of them, or their survivors), the
-    survivors, or those without a verdict."""
+def to_run(
+    mutants: dict[str, str], recorded: dict[str, str], *, survivors: bool, only: list[str], timeouts: bool = False
+) -> list[str]:
+    """The mutants this run tests: those asked for (all of them, or their survivors or timeouts),
+    the survivors or timeouts, or those without a verdict."""
+    again = (("survived", "no tests") if survivors else ()) + (("timeout",) if timeouts else ())
     names = list(mutants)
     if only:
         names = [name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in only)]
-        if not survivors:
+        if not again:
             return names
-    if survivors:
-        return [name for name in names if recorded.get(name) in ("survived", "no tests")]
+    if again:
+        return [name for name in names if recorded.get(name) in again]
     return [name for name in names if name not in recorded]
 
 
 def mutate(
-    module: str, *, template: Path | None, max_children: int, fresh: bool, survivors: bool = False, only: list[str]
+    module: str,
+    *,
+    template: Path | None,
+    max_children: int,
+    fresh: bool,
+    survivors: bool = False,
+    timeouts: bool = False,
+    only: list[str],
 ) -> dict:
     """Run mutmut on one module (template None: run nothing, only gather the verdicts and keep them)."""
     folder = work_folder(module)
@@ -269,7 +279,7 @@ def mutate(
     env.pop("DATABASE_URL", None)
     started = time.monotonic()
     returncode = 0
-    names = to_run(mutants, recorded, survivors=survivors, only=only) if template is not None else []
+    names = to_run(mutants, recorded, survivors=survivors, only=only, timeouts=timeouts) if template is not None else []
     if names:
         # Named mutants only, unless none has a verdict yet (mutmut then runs them all).
         named = [] if len(names) == len(mutants) else names
@@ -337,12 +347,17 @@ def main() -> int:
         "--survivors", action="store_true", help="re-test only the kept survivors (after adding tests for them)"
     )
     parser.add_argument(
+        "--timeouts",
+        action="store_true",
+        help="re-test only the kept timeouts (a run beside other work times out mutants that would survive)",
+    )
+    parser.add_argument(
         "--only",
         action="append",
         default=[],
         metavar="PATTERN",
         help="mutate only these functions, e.g. 'consensus.services.x_route_example*' (repeatable; see mutmut's "
-        "names); with --survivors, only their survivors",
+        "names); with --survivors or --timeouts, only their survivors or timeouts",
     )
     args = parser.parse_args()
     if args.list:
@@ -368,6 +383,7 @@ def main() -> int:
                 max_children=args.max_children,
                 fresh=args.fresh,
                 survivors=args.survivors,
+                timeouts=args.timeouts,
                 only=args.only,
             )
             for module in modules

@@ -78,6 +78,31 @@ def test_a_run_tests_what_has_no_verdict_or_the_survivors_or_what_is_named(mutat
     ]
 
 
+def test_timeouts_are_tested_again_when_asked(mutate):
+    # A run beside other work times out mutants that would survive; --timeouts tests them again.
+    recorded = dict.fromkeys(MUTANTS, "killed") | {
+        "consensus.services.x_route_example__mutmut_2": "timeout",
+        "consensus.services.x_validate_rating__mutmut_1": "timeout",
+        "consensus.services.x_validate_rating__mutmut_2": "survived",
+    }
+
+    assert mutate.to_run(MUTANTS, recorded, survivors=False, only=[]) == []
+    assert mutate.to_run(MUTANTS, recorded, survivors=False, only=[], timeouts=True) == [
+        "consensus.services.x_route_example__mutmut_2",
+        "consensus.services.x_validate_rating__mutmut_1",
+    ]
+    assert mutate.to_run(MUTANTS, recorded, survivors=True, only=[], timeouts=True) == [
+        "consensus.services.x_route_example__mutmut_2",
+        "consensus.services.x_validate_rating__mutmut_1",
+        "consensus.services.x_validate_rating__mutmut_2",
+    ]
+    assert mutate.to_run(
+        MUTANTS, recorded, survivors=False, only=["consensus.services.x_validate*"], timeouts=True
+    ) == [
+        "consensus.services.x_validate_rating__mutmut_1",
+    ]
+
+
 def test_the_mutants_and_hashes_are_mutmuts_own(mutate, tmp_path):
     folder = tmp_path / "work"
     folder.mkdir()
