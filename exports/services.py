@@ -108,7 +108,6 @@ class ReleaseConflict(Exception):
 @dataclass
 class TaskCounts:
     annotations: int = 0
-    examples: int = 0
     with_two: int = 0
     with_three: int = 0
     adjudicated: int = 0
@@ -318,7 +317,6 @@ def _write_task(
     consensus = _CsvFile(work / f"{prefix}/{prefix}_consensus.csv", COLUMNS[f"{prefix}/{prefix}_consensus.csv"])
     for record, rating, source, annotations in rows.stream(*rows.consensus_query(selection), ("text", "text", "int8")):
         consensus.write(record)
-        counts.examples += annotations > 0
         counts.with_two += annotations == 2
         counts.with_three += annotations == 3
         if rating:
