@@ -270,6 +270,27 @@ def test_it_refuses_bad_options_and_queues_nothing(
     assert default_task_backend.results == []
 
 
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [({"version": "v1"}, "version"), ({"license_text": "   "}, "license_text")],
+)
+def test_a_refused_option_is_marked_on_its_own_field(client, data_manager, options, field):
+    # The service refuses these (the form lets them through): its refusal names the field, so the
+    # field is marked invalid and described by the error, for a screen reader as for the eye.
+    study = rated_study()
+    client.force_login(data_manager)
+
+    response = client.post(_url(study), _options(**options), **HTMX)
+
+    assert response.status_code == 422
+    html = response.content.decode()
+    control = re.search(rf'<(?:input|textarea)[^>]* name="{field}"[^>]*>', html).group(0)
+    assert 'aria-invalid="true"' in control
+    assert re.search(rf'aria-describedby="[^"]*\bid_{field}_error\b', control), control
+    assert f'id="id_{field}_error"' in html
+    assert not Release.objects.exists()
+
+
 # --- The build, run by the task -----------------------------------------------------------------
 
 
