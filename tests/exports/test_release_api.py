@@ -8,7 +8,7 @@ from django.tasks import default_task_backend
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
-from annotation.models import Role
+from annotation.models import Dataset, Role
 from exports.models import Release, ReleaseStatus
 from exports.tasks import build_release_task
 from tests.exports.release_helpers import ROW_COUNTS, make_release, rated_study, sha256_of
@@ -141,6 +141,23 @@ def test_create_refuses_bad_options_with_400(client, data_manager, options, mess
     assert message in response.json()["detail"]
     assert not Release.objects.exists()
     assert default_task_backend.results == []
+
+
+def test_unknown_datasets_are_named_with_the_datasets_to_choose_from(client, data_manager):
+    rated_study()
+    client.force_login(data_manager)
+    known = ", ".join(sorted(Dataset.objects.values_list("key", flat=True)))
+
+    response = client.post(
+        "/api/studies/s1/releases/",
+        {"license_text": "x", "datasets": ["nope", "mimic-cxr", "also-nope"]},
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == f"Unknown dataset(s): also-nope, nope. Use one of: {known}."
+    assert "mimic-cxr, " in known
+    assert not Release.objects.exists()
 
 
 def test_create_refuses_a_version_too_long_for_the_field(client, data_manager):

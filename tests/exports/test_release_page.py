@@ -42,6 +42,13 @@ def _url(study) -> str:
     return reverse("release_list", args=[study.slug])
 
 
+# The service's refusals, word for word (as HTML).
+REFUSALS = {
+    "version": "Version &#x27;v1&#x27; is not digits and dots (e.g. 1.0.0).",
+    "license_text": "A release needs its licence text: supply a licence file, or set the study&#x27;s licence.",
+}
+
+
 def _options(**overrides) -> dict:
     return {"version": "1.0.0", "license_text": "CC BY 4.0\n", **overrides}
 
@@ -287,7 +294,8 @@ def test_a_refused_option_is_marked_on_its_own_field(client, data_manager, optio
     control = re.search(rf'<(?:input|textarea)[^>]* name="{field}"[^>]*>', html).group(0)
     assert 'aria-invalid="true"' in control
     assert re.search(rf'aria-describedby="[^"]*\bid_{field}_error\b', control), control
-    assert f'id="id_{field}_error"' in html
+    error = re.search(rf'<ul class="errorlist" id="id_{field}_error"><li>(.*?)</li></ul>', html).group(1)
+    assert error == REFUSALS[field]
     assert not Release.objects.exists()
 
 
