@@ -228,6 +228,38 @@ def _csv_problem(error: csv.Error, line: int) -> ImportProblem:
     )
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice: json.loads would silently keep the last value."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    obj: dict[str, object] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
+def loads_object_without_duplicates(raw: str | bytes) -> object:
+    """json.loads, refusing any object (at any depth) that gives a key twice (raises DuplicateKey)."""
+    return json.loads(raw, object_pairs_hook=_refuse_duplicate_keys)
+
+
+def duplicate_key_problem(key: str, *, line: int, file: str | None = None) -> ImportProblem:
+    return ImportProblem(
+        f'The key "{key}" is given twice in this object; which value was meant is unclear. Keep one of '
+        "them, then import the file again.",
+        line=line,
+        field=key,
+        file=file,
+    )
+
+
 def _parse_jsonl(text: str, layout: Layout) -> Iterator[ParsedRow]:
     problems: list[ImportProblem] = []
     rows: list[ParsedRow] = []
@@ -239,7 +271,10 @@ def _parse_jsonl(text: str, layout: Layout) -> Iterator[ParsedRow]:
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = loads_object_without_duplicates(raw)
+        except DuplicateKey as duplicate:
+            problems.append(duplicate_key_problem(duplicate.key, line=number))
+            continue
         except json.JSONDecodeError as error:
             problems.append(
                 ImportProblem(

@@ -32,7 +32,13 @@ from pathlib import Path, PurePosixPath
 
 import ijson
 
-from annotation.importing import ImportProblem, ImportRejected
+from annotation.importing import (
+    DuplicateKey,
+    ImportProblem,
+    ImportRejected,
+    duplicate_key_problem,
+    loads_object_without_duplicates,
+)
 from annotation.models import REPORT_SECTIONS
 
 # A report's text field is never larger than this (csv's default limit is 128 KiB).
@@ -629,7 +635,10 @@ def read_rexgradient(path: Path) -> DatasetFile:
                 if not raw.strip():
                     continue
                 try:
-                    record = json.loads(raw)
+                    record = loads_object_without_duplicates(raw)
+                except DuplicateKey as duplicate:
+                    yield duplicate_key_problem(duplicate.key, line=number, file=name)
+                    continue
                 except (json.JSONDecodeError, UnicodeDecodeError) as error:
                     yield ImportProblem(f"Not valid JSON ({error}).", line=number, file=name)
                     continue

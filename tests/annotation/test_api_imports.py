@@ -1,5 +1,7 @@
 """POST /api/studies/<slug>/imports/: the import service over the API."""
 
+import json
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -88,6 +90,17 @@ def test_it_returns_400_with_every_problem_and_writes_nothing(coordinator_client
     assert errors[0]["message"].startswith("Invalid verdict 'maybe'. Use one of: accepted,")
     assert errors[1]["message"] == "'s12x' is not a mimic-cxr study id: use digits only (optionally prefixed with 's')."
     assert all(set(e) == {"line", "field", "message"} for e in errors)
+    assert not CandidatePair.objects.exists()
+
+
+def test_it_returns_400_for_a_jsonl_key_given_twice_and_writes_nothing(coordinator_client, study):
+    row = csv_row()
+    line = json.dumps(row)[:-1] + ', "verdict": "rejected"}\n'
+    response = _post(coordinator_client, study, jsonl_bytes([csv_row()]) + line.encode(), name="pairs.jsonl")
+    assert response.status_code == 400
+    [error] = response.json()["errors"]
+    assert (error["line"], error["field"]) == (2, "verdict")
+    assert error["message"].startswith('The key "verdict" is given twice in this object;')
     assert not CandidatePair.objects.exists()
 
 

@@ -454,6 +454,30 @@ def test_it_rejects_a_jsonl_line_that_is_not_json(study):
     assert problem.message.endswith("Each line must be one JSON object.")
 
 
+def _with_key_twice(row: dict, key: str, first: str, last: str) -> bytes:
+    """One JSON object (a line) that gives `key` twice, first and last, around the row's other keys."""
+    others = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in row.items() if k != key)
+    key = json.dumps(key)
+    return ("{" + f"{key}: {json.dumps(first)}, {others}, {key}: {json.dumps(last)}" + "}\n").encode()
+
+
+def test_it_rejects_a_jsonl_object_with_a_key_twice_naming_the_line_and_the_key(study):
+    data = jsonl_bytes([csv_row()]) + _with_key_twice(csv_row(), "verdict", "accepted", "rejected")
+    problem = _only(_rejected(study, data, filename="pairs.jsonl"))
+    assert (problem.line, problem.field) == (2, "verdict")
+    assert problem.message == (
+        'The key "verdict" is given twice in this object; which value was meant is unclear. Keep one of '
+        "them, then import the file again."
+    )
+
+
+def test_it_rejects_a_key_twice_inside_the_generator_metadata(study):
+    row = {k: v for k, v in csv_row().items() if k != "model"}
+    line = json.dumps(row)[:-1] + ', "model": {"name": "a", "name": "b"}}\n'
+    problem = _only(_rejected(study, line.encode(), filename="pairs.jsonl"))
+    assert (problem.line, problem.field) == (1, "name")
+
+
 @pytest.mark.parametrize("line", [b"[1, 2]", b'"text"', b"42", b"null"])
 def test_it_rejects_a_jsonl_line_that_is_not_an_object(study, line):
     data = jsonl_bytes([csv_row()]) + line + b"\n"

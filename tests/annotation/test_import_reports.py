@@ -294,6 +294,17 @@ def test_rexgradient_json_lines_and_lists_are_read_too(db, tmp_path):
     assert (problem.file, problem.line) == ("more.jsonl", 3)
 
 
+def test_a_rexgradient_json_lines_record_with_a_key_twice_is_refused_naming_it(db, tmp_path):
+    records = list(json.loads((DATASETS / "rexgradient/test_metadata_view_position.json").read_text()).values())
+    line = json.dumps(records[0])[:-1] + ', "Findings": "Something else."}'
+    (tmp_path / "twice.jsonl").write_text(json.dumps(records[1]) + "\n" + line + "\n")
+    with pytest.raises(ImportRejected) as rejected:
+        import_reports(dataset("rexgradient"), tmp_path / "twice.jsonl")
+    (problem,) = rejected.value.problems
+    assert (problem.file, problem.line, problem.field) == ("twice.jsonl", 2, "Findings")
+    assert not stored("rexgradient")
+
+
 def test_a_rexgradient_record_without_its_study_id_is_named(db, tmp_path):
     path = tmp_path / "test_metadata_view_position.json"
     path.write_text(json.dumps({"GRDN1": {"Indication": "x", "Comparison": "", "Findings": "y", "Impression": ""}}))
