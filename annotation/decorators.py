@@ -49,5 +49,5 @@ def refuse_without_role(request: HttpRequest, roles: tuple[str, ...]) -> HttpRes
             return HttpResponseClientRedirect(login.url)
         return login
     if not any(has_role(request.user, role) for role in roles):
-        raise PermissionDenied
+        raise PermissionDenied(f"needs the role {' or '.join(roles)}")
     return None

@@ -251,11 +251,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"one_line_refusals": {"()": "config.log_filters.OneLineRefusals"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         # Failed logins and lockouts are logged at WARNING by django-axes.
         "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         "readingroom": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # A 403 is one line (user, method, path, reason), not a traceback.
+        "django.request": {"filters": ["one_line_refusals"]},
     },
 }
