@@ -516,7 +516,15 @@ def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpR
                 rating=form.cleaned_data["rating"],
                 rationale=form.cleaned_data["rationale"],
                 form_token=form.cleaned_data["form_token"],
+                require_shown=True,
             )
+        except NotShownYet:
+            # As on the reading page: this answer shows the adjudication; the adjudicator decides again.
+            adjudication = show_adjudication(adjudication)
+            form.add_error(
+                None, "This adjudication had not been opened, so the decision was not stored. Read it and decide again."
+            )
+            return render(request, panel, _adjudication_context(adjudication, form), status=UNPROCESSABLE)
         except AlreadySubmitted:
             adjudication = _own_adjudication(request, adjudication_id)
             context = _adjudication_context(adjudication, notice="This example was already adjudicated.")

@@ -565,8 +565,12 @@ def submit_adjudication(
     rating: str,
     rationale: str,
     form_token: uuid.UUID,
+    require_shown: bool = False,
 ) -> Adjudication:
-    """Store the adjudicator's final rating (a rationale is always required) -> consensus."""
+    """Store the adjudicator's final rating (a rationale is always required) -> consensus.
+
+    With require_shown (the page), an adjudication never shown raises NotShownYet, as a reading does.
+    """
     with transaction.atomic(), queues.counting():
         found = Adjudication.objects.filter(public_id=adjudication_id, adjudicator=adjudicator).values_list(
             "pk", "example_id"
@@ -584,6 +588,8 @@ def submit_adjudication(
             raise AlreadySubmitted(adjudication)
         if adjudication.status != AdjudicationStatus.OPEN:
             raise NotFound
+        if require_shown and adjudication.first_shown_at is None:
+            raise NotShownYet
         rationale = validate_rating(example.task, rating, rationale, rationale_always_required=True)
         adjudication.rating = rating
         adjudication.rationale = rationale

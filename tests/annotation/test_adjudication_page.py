@@ -58,6 +58,7 @@ def test_the_rationale_is_always_required(client):
     adjudication = _split(study)
     client.force_login(adjudication.adjudicator)
     url = reverse("adjudication_page", args=[adjudication.public_id])
+    client.get(url)
     response = client.post(url, {"rating": Rating.REALISTIC, "rationale": " ", "form_token": uuid.uuid4()}, **HTMX)
     assert response.status_code == 422
     assert "A rationale is required" in response.content.decode()
@@ -70,6 +71,7 @@ def test_the_decision_becomes_the_consensus(client):
     adjudication = _split(study)
     client.force_login(adjudication.adjudicator)
     url = reverse("adjudication_page", args=[adjudication.public_id])
+    client.get(url)
     response = client.post(
         url, {"rating": Rating.MINOR_ISSUES, "rationale": "Unusual but correct.", "form_token": uuid.uuid4()}, **HTMX
     )
@@ -80,6 +82,26 @@ def test_the_decision_becomes_the_consensus(client):
     html = client.get(url).content.decode()
     assert "Your final rating" in html and "Unusual but correct." in html
     assert 'name="rating"' not in html
+
+
+def test_a_decision_on_an_adjudication_never_shown_is_refused_then_shown(client):
+    study, _, _ = make_reading_study()
+    adjudication = _split(study)
+    client.force_login(adjudication.adjudicator)
+    url = reverse("adjudication_page", args=[adjudication.public_id])
+    data = {"rating": Rating.MINOR_ISSUES, "rationale": "Unusual but correct.", "form_token": uuid.uuid4()}
+
+    response = client.post(url, data, **HTMX)
+
+    assert response.status_code == 422
+    assert "This adjudication had not been opened, so the decision was not stored." in response.content.decode()
+    adjudication.refresh_from_db()
+    assert adjudication.status == AdjudicationStatus.OPEN and adjudication.first_shown_at is not None
+    assert not ConsensusLabel.objects.filter(example=adjudication.example).exists()
+    # Shown by that answer: the same decision, submitted again, is stored.
+    assert client.post(url, {**data, "form_token": uuid.uuid4()}, **HTMX).status_code == 200
+    adjudication.refresh_from_db()
+    assert adjudication.status == AdjudicationStatus.DONE
 
 
 def test_task_2_notes_readers_who_saw_the_other_order(client):

@@ -64,7 +64,7 @@ from annotation.models import (
 from annotation.practice import import_practice_items, next_practice, show_practice
 from consensus.assignment import assign_example
 from consensus.models import Adjudication, ConsensusLabel
-from consensus.services import show_assignment
+from consensus.services import show_adjudication, show_assignment
 from exports.models import Release, ReleaseStatus
 from judges.models import JudgeEnrolment, JudgeRead
 from judges.services import enrol_judge, show_judge_read
@@ -187,6 +187,7 @@ def _build_world() -> World:
     w.objects["someone else's adjudication"] = Adjudication.objects.create(
         example=one["alternative"], adjudicator=adjudicators[1], task=Task.REALISM
     )
+    show_adjudication(w["own adjudication"])  # decided only once opened, like a read
 
     elsewhere, _, _ = make_reading_study(pairs=1, readers=2, adjudicators=0, keep_versions_apart=False, slug="s2")
     other_example = Example.objects.filter(study=elsewhere, task=Task.EQUIVALENCE).get()
