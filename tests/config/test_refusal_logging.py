@@ -16,12 +16,18 @@ def _refusals(caplog) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "django.request" and getattr(r, "status_code", None) == 403]
 
 
-def test_a_403_from_a_page_is_one_line_naming_user_method_path_and_reason(client, caplog):
+def _only_refusal(client, caplog, url: str) -> logging.LogRecord:
+    """GET url as the reader rita (refused: 403) and return the one refusal logged."""
     client.force_login(make_user(Role.READER, username="rita"))
     with caplog.at_level(logging.WARNING, logger="django.request"):
-        response = client.get(reverse("study_list"))
+        response = client.get(url)
     assert response.status_code == 403
     [record] = _refusals(caplog)
+    return record
+
+
+def test_a_403_from_a_page_is_one_line_naming_user_method_path_and_reason(client, caplog):
+    record = _only_refusal(client, caplog, reverse("study_list"))
     assert record.levelno == logging.WARNING
     assert record.exc_info is None and record.exc_text is None
     assert record.getMessage() == (
@@ -31,11 +37,7 @@ def test_a_403_from_a_page_is_one_line_naming_user_method_path_and_reason(client
 
 
 def test_a_403_from_the_api_is_one_line_too(client, caplog):
-    client.force_login(make_user(Role.READER, username="rita"))
-    with caplog.at_level(logging.WARNING, logger="django.request"):
-        response = client.get(reverse("study-list"))
-    assert response.status_code == 403
-    [record] = _refusals(caplog)
+    record = _only_refusal(client, caplog, reverse("study-list"))
     assert record.exc_info is None
     assert record.getMessage().startswith(f"Refused (403): user=rita method=GET path={reverse('study-list')} reason=")
     assert "\n" not in record.getMessage()
