@@ -91,6 +91,14 @@ class JudgeRead(models.Model):
     form_token = models.UUIDField(null=True, blank=True, unique=True)
     rated_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True, help_text="First shown -> submitted.")
+    guide_version = models.ForeignKey(
+        "annotation.GuideVersion",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The study guide's version in force when the judge rated (empty: the study had no guide).",
+    )
 
     objects = JudgeReadQuerySet.as_manager()
 

@@ -23,6 +23,7 @@ from annotation.models import (
     AuditAction,
     AuditEvent,
     Example,
+    GuideVersion,
     Rating,
     ReportType,
     Role,
@@ -329,8 +330,15 @@ def submit_judge_rating(
     duration = max(0, int((now - read.first_shown_at).total_seconds() * 1000))
     try:
         with transaction.atomic():
+            # The guide in force is the study's newest version at this instant, read in the same UPDATE.
+            in_force = GuideVersion.objects.filter(study_id=read.study_id).order_by("-number").values("pk")[:1]
             stored = JudgeRead.objects.filter(pk=read.pk, rating="").update(
-                rating=rating, rationale=rationale, form_token=form_token, rated_at=now, duration_ms=duration
+                rating=rating,
+                rationale=rationale,
+                form_token=form_token,
+                rated_at=now,
+                duration_ms=duration,
+                guide_version_id=Subquery(in_force),
             )
             if stored:
                 AuditEvent.objects.record(

@@ -194,3 +194,38 @@ def test_enrolment_refuses_a_person_or_a_changed_subset():
     again = enrol(study, judge, tasks=[Task.EQUIVALENCE], per_variation=1, seed=1)
     assert (again.created, again.added) == (False, 1)
     assert JudgeRead.objects.filter(judge=judge).count() == 3
+
+
+def test_a_judges_rating_records_the_guide_version_in_force_when_it_rated():
+    from annotation.guide import publish_guide
+    from annotation.models import GuideVersion
+
+    study, _, _ = make_reading_study(pairs=2)
+    judge = make_judge()
+    enrol(study, judge)
+    publish_guide(study, "# Guide\n\nVersion one.", author=None)
+    seen = []
+
+    def choose(item):
+        seen.append(item["id"])
+        if len(seen) == 4:  # the guide changes before the fourth rating
+            publish_guide(study, "# Guide\n\nVersion two.", author=None)
+        return item["labels"][0]["value"]
+
+    assert run_judge(judge, choose=choose) == 6
+    versions = dict(GuideVersion.objects.filter(study=study).values_list("pk", "number"))
+    recorded = [
+        versions.get(pk)
+        for pk in JudgeRead.objects.filter(judge=judge)
+        .order_by("rated_at", "pk")
+        .values_list("guide_version_id", flat=True)
+    ]
+    assert recorded == [1, 1, 1, 2, 2, 2]
+
+
+def test_a_judges_rating_in_a_study_without_a_guide_records_none():
+    study, _, _ = make_reading_study(pairs=1)
+    judge = make_judge()
+    enrol(study, judge)
+    run_judge(judge)
+    assert set(JudgeRead.objects.filter(judge=judge).values_list("guide_version_id", flat=True)) == {None}
