@@ -165,8 +165,17 @@
     return document.body.dataset.singleKeyShortcuts !== "off";
   }
 
+  // A control other than the item's own rating form (the Undo button, a link, the guide's
+  // button): a single key pressed there is not meant for the item.
+  function onAnotherControl(target) {
+    const control = target.closest("a[href], button, input, select, textarea, summary, [role=button], [role=link]");
+    const form = currentForm();
+    return Boolean(control) && !(form && form.contains(control));
+  }
+
   function singleKeyAllowed(event) {
-    return singleKeysOn() && !isTextField(event.target) && !event.ctrlKey && !event.metaKey && !event.altKey;
+    return singleKeysOn() && !isTextField(event.target) && !onAnotherControl(event.target) &&
+      !event.ctrlKey && !event.metaKey && !event.altKey;
   }
 
   document.addEventListener("keydown", function (event) {
@@ -174,7 +183,8 @@
       return;
     }
     // U: undo the last rating while the notice offers it; a single-key shortcut like 1/2/3 (same
-    // scope, never in a text field or with a modifier, off with the person's setting).
+    // scope: focus in the rating form or on no control at all, never in a text field or with a
+    // modifier, off with the person's setting).
     if (event.key === "u" || event.key === "U") {
       const undo = document.getElementById("undo-button");
       if (undo && !undo.disabled && singleKeyAllowed(event)) {

@@ -163,3 +163,30 @@ def test_the_undo_notice_states_pass_axe_in_both_themes(page: Page, queue_reader
         page.emulate_media(color_scheme=theme)
         problems += [f"taken back [{theme}]: {line}" for line in axe_violations(page)]
     assert problems == []
+
+
+def test_single_keys_pressed_on_the_undo_button_do_not_rate_the_next_item(
+    page: Page, console: ConsoleWatch, queue_reader: AbstractBaseUser
+) -> None:
+    _window(queue_reader, 120)
+    first, second, *_ = queue(queue_reader)
+    log_in(page, queue_reader)
+    page.goto(reading_path(first))
+    page.keyboard.press("1")
+    page.keyboard.press("Control+Enter")
+    expect(page).to_have_url(at_path(reading_path(second)))
+
+    undo = page.locator("#undo-button")
+    undo.focus()
+    page.keyboard.press("3")
+    page.keyboard.press("u")
+
+    expect(undo).to_be_focused()
+    expect(page.locator("input[name=rating]:checked")).to_have_count(0)
+    expect(page).to_have_url(at_path(reading_path(second)))
+    assert Annotation.objects.get().assignment_id == first.pk
+    # In the rating form, or with focus on the item's heading, the same keys act.
+    page.locator("#reading-heading").focus()
+    page.keyboard.press("3")
+    expect(page.locator("#rating-3")).to_be_checked()
+    assert console.problems() == []
