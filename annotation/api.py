@@ -142,6 +142,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 per_variation=form.validated_data["per_variation"],
                 seed=form.validated_data.get("seed"),
                 datasets=form.validated_data.get("datasets") or None,
+                one_pair_per_exam=form.validated_data["one_pair_per_exam"],
             )
         except SamplingRefused as refused:
             return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)

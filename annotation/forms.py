@@ -69,6 +69,12 @@ class SampleForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="Leave all unticked to sample every dataset that has candidates.",
     )
+    one_pair_per_exam = forms.BooleanField(
+        required=False,
+        label="At most one pair per exam",
+        help_text="An exam is then in one pair only, so keeping its items apart needs no more readers than one "
+        "pair does; a variation passes over the exams drawn for an earlier one.",
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -213,7 +213,10 @@ class Study(models.Model):
     )
     keep_versions_apart = models.BooleanField(
         default=True,
-        help_text="Never give one reader both the original and the alternative Task 1 examples of a pair.",
+        help_text="Keep the items of an exam apart: a reader gets at most one item of an exam (its original, a "
+        "rewrite of it, or its Task 2), so they can never tell an original from a rewrite by seeing both. Costs "
+        "readers: each item of an exam needs its own 2 (3 with a third read). Off, a reader may get several items "
+        "of one exam but never one report text twice.",
     )
     license_text = models.TextField(
         blank=True, help_text="The licence of the release files (LICENSE.txt), unless a build supplies one."
@@ -237,6 +240,9 @@ class Study(models.Model):
     sample_seed = models.PositiveIntegerField(null=True, blank=True, editable=False)
     sample_per_variation = models.PositiveIntegerField(null=True, blank=True, editable=False)
     sample_datasets = models.JSONField(default=list, blank=True, editable=False)
+    sample_one_pair_per_exam = models.BooleanField(
+        default=False, editable=False, help_text="The sample was drawn with at most one pair per exam."
+    )
     sampled_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

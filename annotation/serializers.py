@@ -37,10 +37,18 @@ class StudySerializer(serializers.ModelSerializer):
             "sample_seed",
             "sample_per_variation",
             "sample_datasets",
+            "sample_one_pair_per_exam",
             "sampled_at",
             "variations",
         ]
-        read_only_fields = ["reads_per_example", "sample_seed", "sample_per_variation", "sample_datasets", "sampled_at"]
+        read_only_fields = [
+            "reads_per_example",
+            "sample_seed",
+            "sample_per_variation",
+            "sample_datasets",
+            "sample_one_pair_per_exam",
+            "sampled_at",
+        ]
 
     def get_variations(self, study: Study) -> list[dict]:
         return [{"key": v.key, "label": v.label, "dimension": v.dimension} for v in study.variations.all()]
@@ -127,6 +135,11 @@ class SampleRequestSerializer(serializers.Serializer):
     per_variation = serializers.IntegerField(min_value=1, max_value=100_000)
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
     datasets = serializers.ListField(child=serializers.CharField(), required=False)
+    one_pair_per_exam = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Draw at most one pair per exam (a cell passes over the exams drawn in an earlier one).",
+    )
 
 
 class SampleCellSerializer(serializers.Serializer):
@@ -134,12 +147,15 @@ class SampleCellSerializer(serializers.Serializer):
     variation = serializers.CharField()
     accepted = serializers.IntegerField()
     drawn = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text="Candidates passed over: their exam was drawn already.")
 
 
 class SampleResultSerializer(serializers.Serializer):
     per_variation = serializers.IntegerField()
     seed = serializers.IntegerField()
     pairs = serializers.IntegerField()
+    one_pair_per_exam = serializers.BooleanField()
+    skipped = serializers.IntegerField()
     summary = serializers.CharField()
     shortfalls = serializers.ListField(child=serializers.CharField())
     cells = SampleCellSerializer(many=True)

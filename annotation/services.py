@@ -501,6 +501,7 @@ class SampleCell:
     variation: str
     accepted: int
     drawn: int
+    skipped: int = 0  # candidates passed over: their exam was drawn already (at most one pair per exam)
 
 
 @dataclass
@@ -508,6 +509,11 @@ class SampleReport:
     per_variation: int
     seed: int
     cells: list[SampleCell] = field(default_factory=list)
+    one_pair_per_exam: bool = False
+
+    @property
+    def skipped(self) -> int:
+        return sum(cell.skipped for cell in self.cells)
 
     @property
     def pairs(self) -> int:
@@ -519,13 +525,14 @@ class SampleReport:
 
     @property
     def short_cells(self) -> list[SampleCell]:
-        """Cells with some accepted candidates, but fewer than asked for (all of them were taken)."""
-        return [cell for cell in self.shortfalls if cell.drawn > 0]
+        """Cells with some accepted candidates, but fewer drawn than asked for (all of them were taken,
+        or, at most one pair per exam, all of those whose exam was not drawn already)."""
+        return [cell for cell in self.shortfalls if cell.accepted > 0]
 
     @property
     def empty_cells(self) -> list[SampleCell]:
         """Cells with no accepted candidate: nothing sampled there."""
-        return [cell for cell in self.cells if cell.drawn == 0]
+        return [cell for cell in self.cells if cell.accepted == 0]
 
     @property
     def cells_summary(self) -> str:
@@ -533,7 +540,12 @@ class SampleReport:
         filled = total - short - empty
         parts = [f"{filled} {'is' if filled == 1 else 'are'} filled"]
         if short:
-            parts.append(f"{short} {'is' if short == 1 else 'are'} short (all their accepted candidates taken)")
+            why = (
+                "all their accepted candidates, of exams not drawn yet, taken"
+                if self.one_pair_per_exam
+                else ("all their accepted candidates taken")
+            )
+            parts.append(f"{short} {'is' if short == 1 else 'are'} short ({why})")
         if empty:
             parts.append(f"{empty} {'is' if empty == 1 else 'are'} empty (no accepted candidate)")
         if filled == total:
@@ -543,16 +555,24 @@ class SampleReport:
 
     @property
     def summary(self) -> str:
-        return (
+        text = (
             f"Sampled {self.pairs} pair{pluralize(self.pairs)} ({self.per_variation} per dataset and variation, "
             f"seed {self.seed}); {self.pairs * 3} examples to rate. {self.cells_summary}"
         )
+        if self.one_pair_per_exam:
+            text += (
+                f" At most one pair per exam: {self.skipped} candidate{pluralize(self.skipped)} passed over because "
+                "their exam was drawn already."
+            )
+        return text
 
     def shortfall_messages(self) -> list[str]:
         """One line per short cell, and one line naming the empty cells."""
         messages = []
         for cell in self.short_cells:
             took = "took it" if cell.drawn == 1 else f"took all {cell.drawn}"
+            if cell.skipped:
+                took = f"{cell.skipped} passed over (their exam was drawn already), took the {cell.drawn} left"
             messages.append(
                 f"{cell.dataset} / {cell.variation}: {cell.accepted} accepted candidate{pluralize(cell.accepted)}, "
                 f"{self.per_variation} asked for; {took}."
@@ -569,10 +589,18 @@ class SampleReport:
             "per_variation": self.per_variation,
             "seed": self.seed,
             "pairs": self.pairs,
+            "one_pair_per_exam": self.one_pair_per_exam,
+            "skipped": self.skipped,
             "summary": self.summary,
             "shortfalls": self.shortfall_messages(),
             "cells": [
-                {"dataset": c.dataset, "variation": c.variation, "accepted": c.accepted, "drawn": c.drawn}
+                {
+                    "dataset": c.dataset,
+                    "variation": c.variation,
+                    "accepted": c.accepted,
+                    "drawn": c.drawn,
+                    "skipped": c.skipped,
+                }
                 for c in self.cells
             ],
         }
@@ -590,13 +618,46 @@ def draw_sample(candidates: list[str], *, n: int, seed: int, dataset: str, varia
     return rng.sample(ordered, min(n, len(ordered)))
 
 
+def draw_sample_apart(
+    candidates: list[str], taken: set[str], *, n: int, seed: int, dataset: str, variation: str
+) -> tuple[list[str], int]:
+    """n study ids drawn uniformly from one cell among those not in taken, and how many candidates
+    the draw passed over because they were.
+
+    The cell's candidates are shuffled (canonical order first, a generator of its own, as
+    draw_sample) and taken in that order, skipping those whose exam is taken: a uniform draw from
+    the rest, reproducible from the seed and the cells drawn before it.
+    """
+    ordered = sorted(candidates)
+    rng = random.Random(f"readingroom-sample-apart:{seed}:{dataset}:{variation}")
+    drawn: list[str] = []
+    skipped = 0
+    for study_id in rng.sample(ordered, len(ordered)):
+        if len(drawn) == n:
+            break
+        if study_id in taken:
+            skipped += 1
+        else:
+            drawn.append(study_id)
+    return drawn, skipped
+
+
 def sample_pairs(
-    study: Study, *, per_variation: int, seed: int | None = None, datasets: list[str] | None = None
+    study: Study,
+    *,
+    per_variation: int,
+    seed: int | None = None,
+    datasets: list[str] | None = None,
+    one_pair_per_exam: bool = False,
 ) -> SampleReport:
     """Draw the study sample: per_variation accepted pairs per (dataset, variation), at random.
 
     Replaces an earlier sample, which is allowed only until reading starts. Creates the rated
     examples of every sampled pair: two Task 1 examples (original, alternative) and one Task 2.
+
+    one_pair_per_exam: no exam in two pairs, so that keeping an exam's items apart costs no more
+    readers than one pair needs. Within a dataset the cells are drawn fewest candidates first
+    (then by the variations' position), and a cell passes over the exams drawn in an earlier one.
     """
     if per_variation < 1:
         raise SamplingRefused("The number of pairs per variation must be at least 1.")
@@ -632,18 +693,40 @@ def sample_pairs(
             )
 
         cell_datasets = sorted(datasets) if datasets else sorted({d for d, _ in by_cell})
-        report = SampleReport(per_variation=per_variation, seed=seed)
+        report = SampleReport(per_variation=per_variation, seed=seed, one_pair_per_exam=one_pair_per_exam)
         chosen: list[int] = []
+        variations = list(study.variations.values_list("key", flat=True))
         for dataset_key in cell_datasets:
-            for variation_key in study.variations.values_list("key", flat=True):
+            taken: set[str] = set()  # the dataset's exams drawn so far
+            order = variations
+            if one_pair_per_exam:
+                # The cells with fewest candidates draw first: they have least to spare.
+                order = sorted(variations, key=lambda v: len(by_cell.get((dataset_key, v), {})))
+            drawn_cells = []
+            for variation_key in order:
                 cell = by_cell.get((dataset_key, variation_key), {})
-                drawn = draw_sample(
-                    list(cell), n=per_variation, seed=seed, dataset=dataset_key, variation=variation_key
-                )
+                skipped = 0
+                if one_pair_per_exam:
+                    drawn, skipped = draw_sample_apart(
+                        list(cell), taken, n=per_variation, seed=seed, dataset=dataset_key, variation=variation_key
+                    )
+                    taken.update(drawn)
+                else:
+                    drawn = draw_sample(
+                        list(cell), n=per_variation, seed=seed, dataset=dataset_key, variation=variation_key
+                    )
                 chosen.extend(cell[study_id] for study_id in drawn)
-                report.cells.append(
-                    SampleCell(dataset=dataset_key, variation=variation_key, accepted=len(cell), drawn=len(drawn))
+                drawn_cells.append(
+                    SampleCell(
+                        dataset=dataset_key,
+                        variation=variation_key,
+                        accepted=len(cell),
+                        drawn=len(drawn),
+                        skipped=skipped,
+                    )
                 )
+            # Reported in the study's order of variations, whatever the order they were drawn in.
+            report.cells.extend(sorted(drawn_cells, key=lambda c: variations.index(c.variation)))
 
         Example.objects.filter(study=study).delete()
         CandidatePair.objects.filter(study=study, sampled=True).update(sampled=False)
@@ -662,8 +745,17 @@ def sample_pairs(
         study.sample_seed = seed
         study.sample_per_variation = per_variation
         study.sample_datasets = sorted(datasets) if datasets else []
+        study.sample_one_pair_per_exam = one_pair_per_exam
         study.sampled_at = timezone.now()
-        study.save(update_fields=["sample_seed", "sample_per_variation", "sample_datasets", "sampled_at"])
+        study.save(
+            update_fields=[
+                "sample_seed",
+                "sample_per_variation",
+                "sample_datasets",
+                "sample_one_pair_per_exam",
+                "sampled_at",
+            ]
+        )
     return report
 
 

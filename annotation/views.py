@@ -263,6 +263,7 @@ def study_sample(request: HttpRequest, slug: str) -> HttpResponse:
                 per_variation=form.cleaned_data["per_variation"],
                 seed=form.cleaned_data["seed"],
                 datasets=form.cleaned_data["datasets"] or None,
+                one_pair_per_exam=form.cleaned_data["one_pair_per_exam"],
             )
         except SamplingRefused as refused:
             context["refusal"] = str(refused)

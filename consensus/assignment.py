@@ -24,6 +24,7 @@ from annotation.models import (
     AssignmentStatus,
     AuditAction,
     AuditEvent,
+    CandidatePair,
     Example,
     ExampleState,
     MemberRole,
@@ -34,6 +35,7 @@ from annotation.models import (
 )
 from annotation.roles import has_role
 from annotation.services import BATCH_SIZE, Progress
+from consensus import blinding
 from consensus.services import create_routed_assignment, lock_example, route_unrouted, withdraw_open_assignment
 
 
@@ -46,6 +48,7 @@ class AssignReport:
     assigned: int = 0
     unfilled: int = 0
     notes: list[str] = field(default_factory=list)
+    readers: str = ""  # what the study's exams need, said before the work (consensus.blinding)
 
     @property
     def summary(self) -> str:
@@ -55,7 +58,13 @@ class AssignReport:
         return text
 
     def as_dict(self) -> dict:
-        return {"assigned": self.assigned, "unfilled": self.unfilled, "summary": self.summary, "notes": self.notes}
+        return {
+            "assigned": self.assigned,
+            "unfilled": self.unfilled,
+            "summary": self.summary,
+            "notes": self.notes,
+            "readers": self.readers,
+        }
 
 
 def assign_readers(
@@ -69,32 +78,54 @@ def assign_readers(
 
     Readers get the examples' free initial slots in turn, least loaded first (per task, so with
     equal caps the counts differ by at most one), never an example they have or had (an
-    assignment row of any status), and, if the study keeps versions apart, never a Task 1
-    example whose other version they have or had. Loads and caps count open and done initial
+    assignment row of any status), nor one that conflicts with it (the same report text; keeping
+    versions apart, the same exam: consensus.blinding). Loads and caps count open and done initial
     reads. Each reader's queue is shuffled from the study seed. Refuses, changing nothing, if the
-    reader pool is too small. actor is recorded in the audit rows (None: run from the shell).
+    reader pool is smaller than the exam with the most items needs. actor is recorded in the audit
+    rows (None: run from the shell).
 
-    Works through the examples chunk by chunk, in a seeded order that keeps a pair's two Task 1
-    versions together: memory stays flat in study size. progress(done, total) counts examples.
+    Works through the examples chunk by chunk, in a seeded order that keeps the examples of an exam
+    together: memory stays flat in study size. progress(done, total) counts examples.
     """
     tasks = tasks or [Task.REALISM, Task.EQUIVALENCE]
     with transaction.atomic(), queues.counting():
-        study = Study.objects.select_for_update().get(pk=study.pk)
+        # NO KEY UPDATE: assignment runs (and sampling) exclude each other, but a reader's submit, which
+        # writes rows that refer to the study, never waits for it while holding its exam's rows.
+        study = Study.objects.select_for_update(no_key=True).get(pk=study.pk)
         members = list(StudyMember.objects.able(study, MemberRole.READER).values_list("user_id", "max_assignments"))
         if len(members) < 2:
             raise QueueRefused(
                 f"Study {study.slug} has {len(members)} active reader(s); every example needs 2 distinct readers. "
                 "Add readers to the study first."
             )
-        if Task.REALISM in tasks and study.keep_versions_apart and len(members) < 4:
+        needed = blinding.readers_needed(study, tasks)
+        if len(members) < needed.initial:
             raise QueueRefused(
-                f"Keeping the two Task 1 versions of a pair apart needs at least 4 readers; study {study.slug} has "
-                f"{len(members)}. Add readers, or turn off 'keep versions apart' for this study. Nothing was assigned."
+                f"Study {study.slug} has {len(members)} active readers and needs at least {needed.initial}. "
+                f"{needed.explanation} Add readers"
+                + (
+                    ", sample at most one pair per exam, or turn off 'keep versions apart' for this study"
+                    if study.keep_versions_apart
+                    else ", or sample at most one pair per exam"
+                )
+                + ". Nothing was assigned."
             )
+        if connection.vendor == "postgresql":
+            # Routing (a third read, a refill) decides what a reader may have of an exam under the
+            # exam's row locks (consensus.services.lock_example). Taking the study's example rows
+            # here, in one statement in primary-key order as lock_example does, makes the two wait
+            # for each other instead of both giving one reader two items of an exam. (SQLite runs
+            # one writing transaction at a time.)
+            locked = Example.objects.filter(study=study).select_for_update(of=("self",), no_key=True)
+            for _ in locked.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=BATCH_SIZE * 10):
+                pass
         pool = _ReaderPool(study, members)
         order = _AssignmentOrder(study, tasks)
         writer = _AssignmentWriter(study, actor)
-        report = AssignReport()
+        report = AssignReport(
+            readers=f"This study needs at least {needed.initial} active readers, {needed.with_third_reads} to give "
+            f"every third read; it has {len(members)}. {needed.explanation}"
+        )
         done = 0
         if progress:
             progress(0, order.total)
@@ -107,7 +138,8 @@ def assign_readers(
         if report.unfilled:
             report.notes.append(
                 f"{report.unfilled} reads found no eligible reader (caps reached, or too few readers who have "
-                "not read the example or its other version). Add readers or raise caps, then assign again."
+                "not read the example or another item it is kept apart from). Add readers or raise caps, then "
+                "assign again."
             )
     return report
 
@@ -156,14 +188,21 @@ class _ReaderPool:
 
     def take(self, task: str, example_public_id: uuid.UUID, excluded: set[int]) -> int | None:
         """The reader who gets this read, now counted in: the least loaded in this task, then
-        overall, then by a tie-break seeded per example and reader. None if nobody is eligible."""
+        overall, then by a tie-break seeded per example and reader. None if nobody is eligible.
+
+        A Task 2 read (filled first of its exam, whose Task 1 items its readers are then kept
+        from) goes, among the readers least loaded in Task 2, to those with the most Task 1 reads
+        rather than the fewest: the readers behind in Task 1 stay free for the exam's Task 1 items,
+        and both tasks stay balanced.
+        """
         task_load, total, caps = self.by_task[task], self.total, self.caps
+        other = self.by_task[Task.REALISM] if task == Task.EQUIVALENCE else None
         lowest: tuple[int, int] | None = None
         tied: list[int] = []
         for i, user_id in enumerate(self.ids):
             if user_id in excluded or (caps[i] is not None and total[i] >= caps[i]):
                 continue
-            load = (task_load[i], total[i])
+            load = (task_load[i], -other[i]) if other is not None else (task_load[i], total[i])
             if lowest is None or load < lowest:
                 lowest, tied = load, [i]
             elif load == lowest:
@@ -184,38 +223,46 @@ class _ReaderPool:
         return self.queue_hash[reader_pk](example_public_id)
 
 
+ChunkRow = tuple[int, int, int, str, str, tuple[int, str], uuid.UUID]
+# (sort key, pk, pair pk, task, report type, exam, public id)
+
+
 class _AssignmentOrder:
     """The study's waiting examples in the seeded order in which they are filled.
 
-    The two Task 1 versions of a pair share one sort key, so they are filled one right after
-    the other: their four reads go to the four least-loaded readers. (Filled at different times,
-    the second version may find only busier readers left, its first version's readers being
-    kept apart, and the counts drift by 2 or more.) Holds two arrays of ints, not the rows.
+    The examples of one exam share one sort key, so they are filled one right after the other:
+    their reads go to the least-loaded readers. (Filled at different times, a later one may find
+    only busier readers left, the exam's first readers being kept apart, and the counts drift by
+    2 or more.) Holds two arrays of ints and a bytearray, not the rows.
     """
 
     def __init__(self, study: Study, tasks: list[str]) -> None:
         sort_key = _SeededHash(study.seed, "assign-order")
-        # Whether a reader has or had the example (or, in Task 1, the pair's other version): asked
-        # once, before anything is written, so that the chunks need not look up the rest.
-        own_rows = Assignment.objects.filter(example_id=OuterRef("pk"))
-        pair_rows = Assignment.objects.filter(example__pair_id=OuterRef("pair_id"), task=Task.REALISM)
+        # Whether a reader has or had an example of the same exam: asked once, before anything is
+        # written, so that the chunks need not look up the rest.
+        exam_rows = Assignment.objects.filter(
+            study_id=study.pk,
+            example__pair__dataset_id=OuterRef("pair__dataset_id"),
+            example__pair__source_study_id=OuterRef("pair__source_study_id"),
+        )
         examples = (
             Example.objects.filter(study=study, task__in=tasks, state=ExampleState.WAITING)
-            .annotate(own_rows=Exists(own_rows), pair_rows=Exists(pair_rows))
-            .values_list("pk", "pair_id", "task", "public_id", "own_rows", "pair_rows")
+            .annotate(exam_rows=Exists(exam_rows))
+            .values_list("pk", "pair__dataset_id", "pair__source_study_id", "exam_rows")
             .order_by("pk")
         )
         keys, pks, history = array("Q"), array("q"), bytearray()
-        for pk, pair_pk, task, public_id, own, pair in examples.iterator(chunk_size=BATCH_SIZE * 10):
-            realism = task == Task.REALISM
-            keys.append(sort_key(f"pair-{pair_pk}" if realism else public_id))
+        for pk, dataset_pk, study_id, exam_history in examples.iterator(chunk_size=BATCH_SIZE * 10):
+            keys.append(sort_key(f"exam-{dataset_pk}-{study_id}"))
             pks.append(pk)
-            history.append(own or (realism and pair))
+            history.append(exam_history)
         self.keys, self.pks, self.history, self.total = keys, pks, history, len(pks)
+        self.study_pk = study.pk
 
-    def chunks(self) -> Iterator[tuple[list[tuple[int, int, int, str, uuid.UUID]], set[int]]]:
-        """Chunks of about ASSIGN_CHUNK examples, each (sort key, pk, pair pk, task, public id), in
-        order, with the pairs whose earlier assignments matter to them (usually none).
+    def chunks(self) -> Iterator[tuple[list[ChunkRow], set[int]]]:
+        """Chunks of about ASSIGN_CHUNK examples in order, each row (sort key, pk, pair pk, task,
+        report type, exam, public id), with the pairs whose earlier assignments matter to them: every
+        pair of an exam that has some (usually none).
 
         A chunk never splits the examples that share a sort key.
         """
@@ -228,50 +275,85 @@ class _AssignmentOrder:
                 end += 1
             key_of = {self.pks[i]: keys[i] for i in order[start:end]}
             with_history = {self.pks[i] for i in order[start:end] if self.history[i]}
-            rows = Example.objects.filter(pk__in=list(key_of)).values_list("pk", "pair_id", "task", "public_id")
-            # Versions that share a key go in the order of their public ids.
-            chunk = sorted(((key_of[pk], pk, *rest) for pk, *rest in rows), key=lambda e: (e[0], e[4]))
-            yield chunk, {pair_pk for _, pk, pair_pk, _, _ in chunk if pk in with_history}
+            rows = Example.objects.filter(pk__in=list(key_of)).values_list(
+                "pk", "pair_id", "task", "report_type", "pair__dataset_id", "pair__source_study_id", "public_id"
+            )
+            # Within an exam, Task 2 first (it shows both texts: the most constrained, which a
+            # greedy fill must place first to need no more readers than readers_needed says), then
+            # in the order of the public ids.
+            chunk = sorted(
+                (
+                    (key_of[pk], pk, pair_pk, task, report_type, (dataset_pk, study_id), public_id)
+                    for pk, pair_pk, task, report_type, dataset_pk, study_id, public_id in rows
+                ),
+                key=lambda e: (e[0], e[3] != Task.EQUIVALENCE, e[6]),
+            )
+            exams = {row[5] for row in chunk if row[1] in with_history}
+            yield chunk, _pairs_of_exams(self.study_pk, exams) if exams else set()
             start = end
+
+
+def _pairs_of_exams(study_pk: int, exams: set[tuple[int, str]]) -> set[int]:
+    """Every pair of the study in one of the exams."""
+    found = set()
+    study_ids = sorted({study_id for _, study_id in exams})
+    for start in range(0, len(study_ids), BATCH_SIZE):
+        for pair_pk, dataset_pk, study_id in CandidatePair.objects.filter(
+            study_id=study_pk, source_study_id__in=study_ids[start : start + BATCH_SIZE]
+        ).values_list("pk", "dataset_id", "source_study_id"):
+            if (dataset_pk, study_id) in exams:
+                found.add(pair_pk)
+    return found
 
 
 def _assign_chunk(
     study: Study,
-    chunk: list[tuple[int, int, int, str, uuid.UUID]],
+    chunk: list[ChunkRow],
     pairs_with_history: set[int],
     pool: _ReaderPool,
     writer: "_AssignmentWriter",
 ) -> int:
     """Fill the free initial slots of one chunk's examples; return the number of reads left unfilled."""
+    keep_apart = study.keep_versions_apart
     seen: dict[int, set[int]] = defaultdict(set)  # example -> every reader it has or had
-    free: dict[int, list[int]] = {pk: [1, 2] for _, pk, _, _, _ in chunk}
-    pair_seen: dict[int, set[int]] = defaultdict(set)  # pair -> every reader of its Task 1 examples
+    free: dict[int, list[int]] = {row[1]: [1, 2] for row in chunk}
+    key_seen: dict[tuple, set[int]] = defaultdict(set)  # conflict key -> every reader of an example with it
     existing = Assignment.objects.filter(example__pair_id__in=pairs_with_history)
-    for example_pk, pair_pk, task, reader_pk, slot, status in (
-        existing.values_list("example_id", "example__pair_id", "task", "reader_id", "slot", "status").order_by()
+    for example_pk, pair_pk, task, report_type, dataset_pk, study_id, reader_pk, slot, status in (
+        existing.values_list(
+            "example_id",
+            "example__pair_id",
+            "task",
+            "example__report_type",
+            "example__pair__dataset_id",
+            "example__pair__source_study_id",
+            "reader_id",
+            "slot",
+            "status",
+        ).order_by()
         if pairs_with_history
         else ()
     ):
         seen[example_pk].add(reader_pk)
-        if task == Task.REALISM:
-            pair_seen[pair_pk].add(reader_pk)
+        for key in blinding.conflict_keys(keep_apart, (dataset_pk, study_id), pair_pk, task, report_type):
+            key_seen[key].add(reader_pk)
         if status in SLOT_HOLDING_STATUSES and example_pk in free and slot in free[example_pk]:
             free[example_pk].remove(slot)
 
     unfilled = 0
     new: list[tuple[int, str, int, int, int]] = []
-    for _, example_pk, pair_pk, task, public_id in chunk:
-        keep_apart = study.keep_versions_apart and task == Task.REALISM
+    for _, example_pk, pair_pk, task, report_type, exam, public_id in chunk:
+        keys = blinding.conflict_keys(keep_apart, exam, pair_pk, task, report_type)
         for slot in free[example_pk]:
-            excluded = seen[example_pk] | pair_seen[pair_pk] if keep_apart else seen[example_pk]
+            excluded = seen[example_pk].union(*(key_seen[key] for key in keys))
             reader_pk = pool.take(task, public_id, excluded)
             if reader_pk is None:
                 unfilled += 1
                 continue
             new.append((reader_pk, task, pool.queue_order(reader_pk, public_id), example_pk, slot))
             seen[example_pk].add(reader_pk)
-            if task == Task.REALISM:
-                pair_seen[pair_pk].add(reader_pk)
+            for key in keys:
+                key_seen[key].add(reader_pk)
     # Stored queue by queue, in reading order: a reader's queue then sits on few table pages,
     # so walking and counting it stays cheap while other readers' ratings change theirs.
     new.sort()
@@ -381,19 +463,12 @@ def _member_reader(study: Study, user: AbstractBaseUser) -> None:
         )
 
 
-def _check_versions_apart(example: Example, user: AbstractBaseUser) -> None:
-    # The same rule as routing (consensus.services.eligible_readers): any assignment of the other
-    # version counts, voided or withdrawn after being shown included.
-    if not (example.study.keep_versions_apart and example.task == Task.REALISM):
-        return
-    sibling = Assignment.objects.filter(
-        reader=user, example__pair_id=example.pair_id, example__task=Task.REALISM
-    ).exclude(example=example)
-    if sibling.exists():
-        raise QueueRefused(
-            f"{user.get_username()} has or had the other version of this pair, and the study keeps the two "
-            "versions apart. Choose another reader."
-        )
+def _check_blinding(example: Example, user: AbstractBaseUser) -> None:
+    # The same rule as routing (consensus.services.eligible_readers): any assignment of a conflicting
+    # example counts, voided or withdrawn after being shown included.
+    conflicting = Assignment.objects.filter(reader=user, example__in=blinding.conflicting_examples(example))
+    if conflicting.exclude(example=example).exists():
+        raise QueueRefused(f"{user.get_username()} {blinding.refusal(example.study)}. Choose another reader.")
 
 
 def assign_example(
@@ -410,7 +485,7 @@ def assign_example(
             raise QueueRefused(
                 f"{reader.get_username()} already has (or had) this example. A reader never gets it twice."
             )
-        _check_versions_apart(example, reader)
+        _check_blinding(example, reader)
         taken = set(example.assignments.active().values_list("slot", flat=True))
         if example.state == ExampleState.WAITING:
             free = [slot for slot in (1, 2) if slot not in taken]

@@ -33,6 +33,7 @@ from annotation.models import (
     Task,
 )
 from annotation.roles import enrolment_warning, roles_by_user, user_roles
+from consensus import blinding
 from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel
 
@@ -145,17 +146,26 @@ class Unassigned:
 
     examples: int
     active_readers: int
-    readers_needed: int
+    needed: blinding.ReadersNeeded
+
+    @property
+    def readers_needed(self) -> int:
+        return self.needed.initial
 
     @property
     def too_few_readers(self) -> bool:
         return self.active_readers < self.readers_needed
 
+    @property
+    def too_few_for_third_reads(self) -> bool:
+        return self.active_readers < self.needed.with_third_reads
+
 
 def unassigned_examples(study: Study) -> Unassigned:
     """Examples waiting for initial reads that have no reader at all, e.g. before any assignment.
 
-    Not the same as unrouted: routing never ran for them. Two queries.
+    Not the same as unrouted: routing never ran for them. Three queries (four when many exams set
+    the readers needed).
     """
     examples = (
         Example.objects.filter(study=study, state=ExampleState.WAITING)
@@ -163,12 +173,7 @@ def unassigned_examples(study: Study) -> Unassigned:
         .count()
     )
     readers = StudyMember.objects.filter(study=study, role=MemberRole.READER, active=True).count()
-    return Unassigned(examples=examples, active_readers=readers, readers_needed=minimum_readers(study))
-
-
-def minimum_readers(study: Study) -> int:
-    """Readers automatic assignment needs: four when a pair's Task 1 versions are kept apart, else two."""
-    return 4 if study.keep_versions_apart else 2
+    return Unassigned(examples=examples, active_readers=readers, needed=blinding.readers_needed(study))
 
 
 # --- Workload per member --------------------------------------------------------------------------

@@ -246,6 +246,7 @@ class AssignResultSerializer(serializers.Serializer):
     unfilled = serializers.IntegerField()
     summary = serializers.CharField()
     notes = serializers.ListField(child=serializers.CharField())
+    readers = serializers.CharField(help_text="How many readers the study needs, and which exams set the figure.")
 
 
 class AddMemberRequestSerializer(serializers.Serializer):

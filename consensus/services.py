@@ -16,7 +16,21 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Count, Exists, F, OuterRef, Q, Subquery, Sum, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -33,6 +47,7 @@ from annotation.models import (
     AssignmentStatus,
     AuditAction,
     AuditEvent,
+    CandidatePair,
     Example,
     ExampleState,
     MemberRole,
@@ -44,6 +59,7 @@ from annotation.models import (
     Task,
     tiebreak,
 )
+from consensus import blinding
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 
 logger = logging.getLogger("readingroom.consensus")
@@ -118,17 +134,50 @@ def validate_rating(task: str, rating: str, rationale: str, *, rationale_always_
 
 
 def lock_example(example_pk: int | Subquery) -> Example | None:
-    """The example, locked for the rest of the transaction. Only its own row: the study and pair
-    are read along but not locked, so readers of different examples never wait for each other.
+    """The example, locked for the rest of the transaction, and with it every example of its exam.
+
+    Routing an example asks what its reader has of the same exam (consensus.blinding), so two
+    examples of one exam are never routed at once: their rows are locked together, in one query,
+    in primary-key order (as _lock_with_unsettled does), so two lockers never wait for each other
+    in a circle. The study and pairs are read along but not locked, and readers of different exams
+    never wait for each other.
 
     example_pk may be a subquery (locks in one query what it finds; None if it finds nothing).
     FOR NO KEY UPDATE: workflows still exclude each other, but a row that merely refers to the
     example (an audit event a reader's undo writes) never waits for whoever holds it.
     """
-    examples = Example.objects.select_for_update(of=("self",), no_key=True).select_related("study", "pair")
-    if isinstance(example_pk, Subquery):
-        return examples.filter(pk=example_pk).first()
-    return examples.get(pk=example_pk)
+    target = example_pk if isinstance(example_pk, Subquery) else Value(example_pk)
+    locked = _lock_exams_of([target]).annotate(is_target=ExpressionWrapper(Q(pk=target), output_field=BooleanField()))
+    found = next((example for example in locked if example.is_target), None)
+    if found is None and not isinstance(example_pk, Subquery):
+        raise Example.DoesNotExist
+    return found
+
+
+def _lock_exams_of(targets: list) -> QuerySet:
+    """Every example of the exams of the target examples (pks, or subqueries giving one), to be
+    locked in primary-key order.
+
+    Each exam is found from its target's pair by scalar subqueries, evaluated once: the rows are
+    then read through the pairs' (study, dataset, study id) index, whatever the study's size.
+    """
+    same_exam = Q()
+    for target in targets:
+        pair = CandidatePair.objects.filter(
+            pk=Subquery(Example.objects.filter(pk=target).values("pair_id")[:1])
+        ).order_by()
+        exam_pairs = CandidatePair.objects.filter(
+            study_id=Subquery(pair.values("study_id")[:1]),
+            dataset_id=Subquery(pair.values("dataset_id")[:1]),
+            source_study_id=Subquery(pair.values("source_study_id")[:1]),
+        )
+        same_exam |= Q(pair_id__in=exam_pairs.values("pk"))
+    return (
+        Example.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("study", "pair")
+        .filter(same_exam)
+        .order_by("pk")
+    )
 
 
 def submit_annotation(
@@ -445,30 +494,30 @@ def _why_no_reader(example: Example) -> str:
         return "The study has no active reader."
     if not fresh.exists():
         return "Every active reader of the study has already read (or been given) this example."
+    exam = f"{example.pair.dataset.key} {example.pair.source_study_id}"
     return (
-        "Every active reader who has not read this example has read (or been given) the other version of "
-        "its pair, and the study keeps the two versions apart. Add a reader to the study."
+        f"Every active reader who has not read this example {blinding.refusal(example.study)} (exam {exam}). "
+        "Add a reader to the study."
     )
 
 
-def _read_the_other_version(example: Example) -> Exists:
-    """Whether the member (OuterRef user_id) has or had any assignment on the pair's other Task 1 example.
+def _read_a_conflicting_example(example: Example) -> Exists:
+    """Whether the member (OuterRef user_id) has or had an assignment on an example that shares a
+    conflict key with this one (consensus.blinding), this one included.
 
     Any status counts: open or rated, voided (the reader saw the text) and withdrawn after being
     shown. Only a withdrawn assignment the reader never saw, which is deleted, does not.
     """
     return Exists(
-        Assignment.objects.filter(
-            reader=OuterRef("user_id"), example__pair_id=example.pair_id, example__task=Task.REALISM
-        ).exclude(example=example)
+        Assignment.objects.filter(reader=OuterRef("user_id"), example__in=blinding.conflicting_examples(example))
     )
 
 
 def eligible_readers(example: Example) -> list[AbstractBaseUser]:
     """Readers of the study who may read this example now, best first.
 
-    Never one who has (or had) an assignment on it, nor, for Task 1 when the study keeps versions
-    apart, one who has (or had) the other version of the pair. Least loaded (open items in the
+    Never one who has (or had) an assignment on it or on an example it conflicts with (the same
+    report text; keeping versions apart, the same exam: consensus.blinding). Least loaded (open items in the
     study, from the queue counters) first. One query, whatever the queues' lengths.
     """
     study = example.study
@@ -488,8 +537,7 @@ def eligible_readers(example: Example) -> list[AbstractBaseUser]:
         )
         .select_related("user")
     )
-    if study.keep_versions_apart and example.task == Task.REALISM:
-        members = members.exclude(_read_the_other_version(example))
+    members = members.exclude(_read_a_conflicting_example(example))
     ranked = sorted(members, key=lambda m: (m.load, tiebreak(study.seed, "route", example.public_id, m.user_id)))
     return [m.user for m in ranked]
 
@@ -742,7 +790,8 @@ def _unsettled_rating_of(reader: AbstractBaseUser) -> tuple[int, int] | None:
 def _lock_with_unsettled(
     reader: AbstractBaseUser, own: AssignmentQuerySet, unsettled: tuple[int, int]
 ) -> tuple[Example | None, Example]:
-    """Lock the example being rated and that of the reader's unsettled rating, in primary-key order.
+    """Lock the example being rated and that of the reader's unsettled rating, with the other
+    examples of their exams (as lock_example), in primary-key order, in one query.
 
     Returns (the rated example or None, the unsettled rating's example). If, once both are locked,
     the reader has another unsettled rating (another tab stored one meantime), raises
@@ -750,13 +799,7 @@ def _lock_with_unsettled(
     """
     target_pk = own.values_list("example_id", flat=True).first()
     pks = {unsettled[1]} | ({target_pk} if target_pk is not None else set())
-    locked = {
-        example.pk: example
-        for example in Example.objects.select_for_update(of=("self",), no_key=True)
-        .select_related("study", "pair")
-        .filter(pk__in=pks)
-        .order_by("pk")
-    }
+    locked = {example.pk: example for example in _lock_exams_of([Value(pk) for pk in sorted(pks)])}
     now_unsettled = _unsettled_rating_of(reader)
     if now_unsettled is not None and now_unsettled != unsettled:
         raise _UnsettledRatingMoved

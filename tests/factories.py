@@ -114,26 +114,49 @@ def make_assignment(example: Example, reader: AbstractBaseUser, *, slot: int = 1
 def make_reading_study(
     *,
     pairs: int = 2,
-    readers: int = 6,
+    readers: int | None = None,
     adjudicators: int = 1,
     adjudicator_subspecialty: str = "cardiothoracic",
     keep_versions_apart: bool = True,
     assign: bool = True,
     slug: str | None = None,
+    pairs_per_exam: int = 1,
+    readers_beyond_initial: int | None = None,
 ):
     """A sampled study with enrolled readers and adjudicators, its examples assigned.
 
+    pairs_per_exam: consecutive pairs share an exam (a study id, and its original text), each with
+    its own variation. readers: by default as many as every third read can need
+    (consensus.blinding.readers_needed); if given, at least as many as the initial reads need
+    (when assigning); readers_beyond_initial: that many more than the initial reads need.
     Returns (study, readers, adjudicators).
     """
     from annotation.models import MemberRole, Role, StudyMember
     from annotation.services import sample_pairs
     from consensus.assignment import assign_readers
+    from consensus.blinding import readers_needed
 
     study = make_study(slug, keep_versions_apart=keep_versions_apart)
     variations = list(study.variations.values_list("key", flat=True))
+    assert pairs_per_exam <= len(variations), "the pairs of an exam need distinct variations"
     for i in range(pairs):
-        make_pair(study, study_id=str(52_000_000 + i), variation=variations[i % len(variations)])
+        exam = i // pairs_per_exam
+        texts = {"original_findings": f"Lungs are clear. Exam {exam}."} if pairs_per_exam > 1 else {}
+        make_pair(
+            study,
+            study_id=str(52_000_000 + exam),
+            variation=variations[i % len(variations)],
+            **texts,
+        )
     sample_pairs(study, per_variation=pairs, seed=1)
+    needed = readers_needed(study)
+    if readers_beyond_initial is not None:
+        readers = needed.initial + readers_beyond_initial
+    elif readers is None:
+        readers = needed.with_third_reads
+    elif assign:
+        # Fewer could not even be assigned: the exam rule sets the floor.
+        readers = max(readers, needed.initial)
     reader_users = [make_user(Role.READER) for _ in range(readers)]
     adjudicator_users = [
         make_user(Role.ADJUDICATOR, subspecialty=adjudicator_subspecialty) for _ in range(adjudicators)

@@ -29,7 +29,8 @@ JSON = "application/json"
 
 @pytest.fixture
 def reading():
-    study, readers, adjudicators = make_reading_study(pairs=2, readers=5)
+    # Three exams, six readers: each reader has one item of each exam, two Task 1 and one Task 2.
+    study, readers, adjudicators = make_reading_study(pairs=3, readers=6)
     for reader in readers:
         if reader.assignments.filter(task=Task.REALISM).count() >= 2 and reader.assignments.filter(
             task=Task.EQUIVALENCE

@@ -277,7 +277,8 @@ def test_progress_lists_the_readers_own_queues(client, reader, queue):
 
 
 def test_an_automated_judge_runs_its_whole_queue_with_a_token():
-    _, readers, _ = make_reading_study(pairs=3)
+    # Three exams, six readers: each reader has one item of each exam, two Task 1 and one Task 2.
+    _, readers, _ = make_reading_study(pairs=3, readers=6)
     judge = readers[0]
     mine = Assignment.objects.filter(reader=judge)
     assert mine.count() > 2

@@ -133,7 +133,8 @@ def test_a_rating_can_be_taken_back_until_its_last_second(study):
 
 def test_the_queues_are_listed_by_study_name_then_task():
     # (The home puts Task 1 first within a study: home_studies.)
-    study_b, readers, _ = make_reading_study(pairs=1, readers=2, slug="b-study", keep_versions_apart=False)
+    # Two pairs: a reader holds Task 1 of one and Task 2 of the other (never both tasks of one pair).
+    study_b, readers, _ = make_reading_study(pairs=2, readers=4, slug="b-study", keep_versions_apart=False)
     study_b.name = "B"
     study_b.save(update_fields=["name"])
     study_a, _, _ = make_reading_study(pairs=1, readers=0, slug="a-study", assign=False, keep_versions_apart=False)

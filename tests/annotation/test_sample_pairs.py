@@ -247,3 +247,69 @@ def test_a_sample_with_every_cell_filled_says_so_in_one_phrase(db):
     report.cells = [cell for cell in report.cells if cell.drawn == 1]
     assert len(report.cells) == 2
     assert report.cells_summary == "All 2 dataset and variation cells are filled."
+
+
+# --- At most one pair per exam ----------------------------------------------------------------
+
+
+def _exams_in_every_variation(study, exams: int = 12) -> None:
+    """Every exam a candidate in each of the first three variations, as rewrite files often are."""
+    variations = list(study.variations.order_by("position").values_list("key", flat=True)[:3])
+    for i in range(exams):
+        for variation in variations:
+            make_pair(study, study_id=str(53_000_000 + i), variation=variation)
+
+
+def _sampled_exams(study) -> list[tuple[str, str]]:
+    return list(CandidatePair.objects.filter(study=study, sampled=True).values_list("dataset__key", "source_study_id"))
+
+
+def test_one_pair_per_exam_draws_no_exam_twice_and_says_how_many_were_passed_over(db):
+    study = make_study()
+    _exams_in_every_variation(study)
+
+    report = sample_pairs(study, per_variation=3, seed=7, one_pair_per_exam=True)
+
+    exams = _sampled_exams(study)
+    assert len(exams) == len(set(exams)) == 9
+    assert report.one_pair_per_exam and study.sample_one_pair_per_exam is False  # the instance passed in
+    study.refresh_from_db()
+    assert study.sample_one_pair_per_exam
+    assert report.skipped == sum(cell.skipped for cell in report.cells) > 0
+    assert f"{report.skipped} candidates passed over because their exam was drawn already" in report.summary
+    assert report.as_dict()["skipped"] == report.skipped
+
+
+def test_one_pair_per_exam_is_reproducible_from_the_seed_and_depends_on_it(db):
+    study = make_study()
+    _exams_in_every_variation(study)
+    sample_pairs(study, per_variation=3, seed=7, one_pair_per_exam=True)
+    first = _sampled(study)
+    sample_pairs(study, per_variation=3, seed=7, one_pair_per_exam=True)
+    assert _sampled(study) == first
+    sample_pairs(study, per_variation=3, seed=8, one_pair_per_exam=True)
+    assert _sampled(study) != first
+
+
+def test_without_the_option_an_exam_can_be_in_several_pairs(db):
+    study = make_study()
+    _exams_in_every_variation(study)
+
+    report = sample_pairs(study, per_variation=6, seed=7)
+
+    exams = _sampled_exams(study)
+    assert len(exams) > len(set(exams))
+    assert report.skipped == 0 and "passed over" not in report.summary
+
+
+def test_a_cell_left_short_by_exams_drawn_already_says_so(db):
+    study = make_study()
+    _exams_in_every_variation(study, exams=4)
+
+    report = sample_pairs(study, per_variation=3, seed=7, one_pair_per_exam=True)
+
+    assert [cell.drawn for cell in report.cells if cell.accepted] == [3, 1, 0]
+    assert report.empty_cells == [cell for cell in report.cells if cell.accepted == 0]
+    messages = report.shortfall_messages()
+    assert any("passed over (their exam was drawn already), took the 1 left" in m for m in messages), messages
+    assert "of exams not drawn yet" in report.summary

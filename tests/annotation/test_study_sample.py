@@ -93,3 +93,38 @@ def test_the_full_page_has_one_summary_table(client, coordinator):
     client.force_login(coordinator)
     response = client.post(reverse("study_sample", args=[study.slug]), {"per_variation": 1})
     assert response.content.count(b'id="summary"') == 1
+
+
+def _exams_in_two_variations():
+    study = make_study()
+    for i in range(3):
+        for variation in ("hedging", "terminology"):
+            make_pair(study, dataset="mimic-cxr", variation=variation, study_id=str(51_100_000 + i))
+    return study
+
+
+def test_the_page_can_draw_at_most_one_pair_per_exam(client, coordinator):
+    study = _exams_in_two_variations()
+    client.force_login(coordinator)
+    response = client.post(
+        reverse("study_sample", args=[study.slug]), {"per_variation": 2, "seed": 5, "one_pair_per_exam": "on"}, **HTMX
+    )
+    assert response.status_code == 200
+    assert "At most one pair per exam: 2 candidates passed over" in response.content.decode()
+    exams = list(CandidatePair.objects.filter(study=study, sampled=True).values_list("source_study_id", flat=True))
+    assert sorted(exams) == sorted(set(exams)) and len(exams) == 3
+
+
+def test_the_api_can_draw_at_most_one_pair_per_exam(client, coordinator):
+    study = _exams_in_two_variations()
+    client.force_login(coordinator)
+    response = client.post(
+        f"/api/studies/{study.slug}/sample/",
+        {"per_variation": 2, "seed": 5, "one_pair_per_exam": True},
+        content_type="application/json",
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["one_pair_per_exam"] is True
+    assert body["skipped"] == 2 == sum(cell["skipped"] for cell in body["cells"])
+    assert client.get(f"/api/studies/{study.slug}/").json()["sample_one_pair_per_exam"] is True

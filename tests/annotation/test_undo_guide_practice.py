@@ -22,8 +22,11 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 @pytest.fixture
 def reading():
-    """A study with a two-minute undo window and a reader with two Task 1 items and a Task 2 item."""
-    study, readers, _ = make_reading_study(pairs=2, readers=5)
+    """A study with a two-minute undo window and a reader with two Task 1 items and a Task 2 item.
+
+    Three exams, six readers: each reader has one item of each exam, two Task 1 and one Task 2.
+    """
+    study, readers, _ = make_reading_study(pairs=3, readers=6)
     Study.objects.filter(pk=study.pk).update(undo_window_seconds=120)
     study.refresh_from_db()
     for reader in readers:

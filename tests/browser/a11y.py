@@ -123,7 +123,8 @@ class World:
 
 def make_world() -> World:
     """Three pairs: two Task 2 examples split three ways (two open adjudications), the rest open."""
-    study, readers, adjudicators = make_reading_study(pairs=3, readers=5, slug="chest")
+    # Six readers take the initial reads (one item of each exam each); one more takes the splits' third reads.
+    study, readers, adjudicators = make_reading_study(pairs=3, readers_beyond_initial=1, slug="chest")
     study.name = "Chest study"
     study.save(update_fields=["name"])
     equivalence = list(Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk"))

@@ -147,7 +147,7 @@ def reading_path(assignment: Assignment) -> str:
 @pytest.fixture
 def queue_reader(transactional_db) -> AbstractBaseUser:
     """A reader of a sampled, assigned study with at least two Task 1 items and a Task 2 item."""
-    _study, readers, _adjudicators = make_reading_study(pairs=2, readers=5)
+    _study, readers, _adjudicators = make_reading_study(pairs=4, readers=6)
     for reader in readers:
         if len(queue(reader)) >= 2 and queue(reader, Task.EQUIVALENCE):
             return reader

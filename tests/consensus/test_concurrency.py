@@ -17,6 +17,7 @@ from annotation.models import Annotation, Assignment, Example, Rating, Task
 from consensus.models import Adjudication
 from consensus.services import AlreadySubmitted, SubmitResult, submit_annotation
 from tests.factories import make_reading_study, rate
+from tests.invariants import exams_given_twice
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -83,7 +84,7 @@ def _initial_pairs(study) -> list[tuple[Assignment, Assignment]]:
 
 def test_simultaneous_disagreeing_second_reads_route_exactly_one_third_read(racer):
     # 67 pairs -> 201 examples; 200 rounds, one example each.
-    study, _, _ = make_reading_study(pairs=67, readers=6)
+    study, _, _ = make_reading_study(pairs=67)
     rounds = _initial_pairs(study)[:ROUNDS]
     assert len(rounds) == ROUNDS
     for first, second in rounds:
@@ -102,7 +103,7 @@ def test_simultaneous_disagreeing_second_reads_route_exactly_one_third_read(race
 
 
 def test_simultaneous_third_reads_that_split_three_ways_route_exactly_one_adjudication(racer):
-    study, _, _ = make_reading_study(pairs=67, readers=6, adjudicators=3)
+    study, _, _ = make_reading_study(pairs=67, adjudicators=3)
     rounds = _initial_pairs(study)[:ROUNDS]
     for first, second in rounds:
         realism = first.example.task == Task.REALISM
@@ -143,3 +144,52 @@ def test_readers_of_different_examples_do_not_wait_for_each_other(racer):
         *[_submit(a, Rating.REALISTIC if a.example.task == Task.REALISM else Rating.EQUIVALENT) for a in firsts]
     )
     assert all(isinstance(o, SubmitResult) and o.created for o in outcomes), outcomes
+
+
+def test_simultaneous_third_reads_of_one_exam_never_go_to_one_reader(racer):
+    # An exam in two pairs: its six items take twelve readers, and one reader is left over. Two of
+    # its items get their disagreeing second read at the same instant: both third reads want that
+    # reader, and the exam's items are kept apart, so exactly one gets them and the other waits.
+    for _ in range(10):
+        study, _, _ = make_reading_study(pairs=2, pairs_per_exam=2, readers_beyond_initial=1, adjudicators=0)
+        one, other = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:2]
+        seconds = []
+        for example in (one, other):
+            first, second = example.assignments.select_related("reader").order_by("slot")
+            rate(first, Rating.REALISTIC, "")
+            seconds.append(second)
+
+        outcomes = racer.race(*(_submit(second, Rating.MAJOR_ISSUES) for second in seconds))
+
+        assert all(isinstance(o, SubmitResult) and o.created for o in outcomes), outcomes
+        third_reads = Assignment.objects.filter(example__in=[one, other], slot=3)
+        assert third_reads.count() == 1
+        assert Example.objects.filter(pk__in=[one.pk, other.pk], unrouted=True).count() == 1
+        assert exams_given_twice(study) == {}
+
+
+def test_assigning_task_2_while_a_task_1_third_read_is_routed_never_gives_one_reader_two_items_of_an_exam(racer):
+    # One exam, Task 1 read by four readers; two readers are left for everything else. At the same
+    # instant a Task 1 disagreement wants one of them for its third read and the assignment of
+    # Task 2 wants both: whichever goes first, the other finds one reader (or none) left.
+    from consensus.assignment import assign_readers
+    from tests.factories import make_user
+
+    for _ in range(10):
+        study, _, _ = make_reading_study(pairs=1, readers=6, assign=False, adjudicators=0)
+        coordinator = make_user()
+        assign_readers(study, actor=coordinator, tasks=[Task.REALISM])
+        example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
+        first, second = example.assignments.select_related("reader").order_by("slot")
+        rate(first, Rating.REALISTIC, "")
+
+        def assign_task_2(study=study, coordinator=coordinator):
+            try:
+                return assign_readers(study, actor=coordinator, tasks=[Task.EQUIVALENCE])
+            finally:
+                connection.close()
+
+        outcomes = racer.race(_submit(second, Rating.MAJOR_ISSUES), assign_task_2)
+
+        assert not any(isinstance(o, Exception) for o in outcomes), outcomes
+        assert exams_given_twice(study) == {}

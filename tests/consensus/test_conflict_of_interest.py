@@ -49,18 +49,20 @@ def world(db) -> dict:
     """Two pairs. `both` (coordinator and reader) has the original report of pair one open; another
     reader rated it; the rest of pair one and all of pair two have ratings, an adjudication and
     unrouted examples to show."""
-    study, readers, adjudicators = make_reading_study(pairs=2, readers=4, assign=False)
+    study, readers, adjudicators = make_reading_study(pairs=2, readers=7, assign=False)
     coordinator = make_user(Role.COORDINATOR, username="coord")
     both = make_user(Role.COORDINATOR, Role.READER, username="both")
     StudyMember.objects.create(study=study, user=both, role=MemberRole.READER)
-    r0, r1, r2, r3 = readers
+    r0, r1, r2, r3, r4, r5, _r6 = readers
     one, two = CandidatePair.objects.filter(study=study, sampled=True).order_by("source_study_id")
     original, alternative, equivalence = _examples(one)
+    # An exam's items go to distinct readers (the study keeps them apart); r5 has none of pair one,
+    # and r6, who has nothing, is there for a third read.
     plan = {
         original: (both, r0),
         alternative: (r1, r2),
-        equivalence: (r1, r3),
-        **dict(zip(_examples(two), [(r0, r1), (r2, r3), (r0, r2)], strict=True)),
+        equivalence: (r4, r3),
+        **dict(zip(_examples(two), [(r0, r1), (r2, r3), (r4, r5)], strict=True)),
     }
     for example, pair_readers in plan.items():
         for reader in pair_readers:
@@ -90,7 +92,7 @@ def world(db) -> dict:
         "other_reader": r0,
         "other_read": other_read,
         "open_read": equivalence.assignments.get(reader=r3),
-        "free_reader": r2,
+        "free_reader": r5,
         "adjudicator": adjudicators[0],
     }
 

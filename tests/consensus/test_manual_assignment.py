@@ -28,6 +28,7 @@ from consensus.assignment import (
 )
 from consensus.services import show_assignment, void_annotation
 from tests.factories import make_reading_study, make_user, rate
+from tests.invariants import exams_given_twice, readers_barred_from
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +39,12 @@ def _task2(study) -> Example:
 
 def _version(study, report_type: str) -> Example:
     return Example.objects.get(study=study, task=Task.REALISM, report_type=report_type)
+
+
+def _free_reader(example, readers):
+    """One of readers who may be given the example: no item of its exam (nor one showing its texts) so far."""
+    barred = readers_barred_from(example)
+    return next(r for r in readers if r.pk not in barred)
 
 
 def _enrolled_directly(study):
@@ -98,14 +105,16 @@ def test_it_refuses_a_reader_who_already_has_the_example(coordinator):
 
 
 def test_it_refuses_a_reader_whose_rating_of_the_example_was_voided(coordinator):
-    study, (first_reader, _), _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
+    study, _, _ = make_reading_study(pairs=1, readers=4, keep_versions_apart=False)
     example = _task2(study)
-    first, second = example.assignments.order_by("slot")
+    first, second = example.assignments.select_related("reader").order_by("slot")
+    first_reader = first.reader
     rate(first, Rating.EQUIVALENT, "")
     rate(second, Rating.EQUIVALENT, "")
     void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
     example.refresh_from_db()
-    assert example.unrouted  # a slot is free and nobody is eligible
+    # A slot is free and nobody is eligible: the other two readers hold the pair's Task 1 items (its texts).
+    assert example.unrouted
 
     with pytest.raises(QueueRefused, match=r"already has \(or had\)"):
         assign_example(example.public_id, first_reader, actor=coordinator)
@@ -135,12 +144,14 @@ def test_filling_one_of_two_missing_reads_leaves_the_example_unrouted(coordinato
 
 
 def test_reassigning_the_one_read_of_an_example_waiting_for_two_leaves_it_unrouted(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=3, keep_versions_apart=False)
+    # The four readers a pair needs hold its texts; one more, enrolled after the assignment, holds
+    # nothing: the only reader the first refill can go to.
+    study, _, _ = make_reading_study(pairs=1, readers=4, keep_versions_apart=False)
     example = _task2(study)
     first, second = example.assignments.order_by("slot")
     rate(first, Rating.EQUIVALENT, "")
     rate(second, Rating.EQUIVALENT, "")
-    spare = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    spare = _enrolled_directly(study)
     void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
     refill = example.assignments.get(reader=spare)
     void_annotation(second.annotation.public_id, actor=coordinator, reason="Wrong case.")
@@ -196,30 +207,35 @@ def test_it_refuses_an_unknown_example(coordinator, reader):
     assert str(refused.value) == "No such example."
 
 
-def test_it_refuses_the_other_version_when_versions_are_kept_apart(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=4, assign=False)
-    assign_example(_version(study, ReportType.ORIGINAL).public_id, readers[0], actor=coordinator)
-    alternative = _version(study, ReportType.ALTERNATIVE)
+def test_it_refuses_another_item_of_the_same_exam_when_versions_are_kept_apart(coordinator):
+    # An exam in two pairs (two variations, one original), and an exam in one pair.
+    study, readers, _ = make_reading_study(pairs=3, pairs_per_exam=2, assign=False)
+    first_pair, second_pair, other_exams_pair = study.pairs.filter(sampled=True).order_by("pk")
+    original = Example.objects.get(pair=first_pair, report_type=ReportType.ORIGINAL)
+    assign_example(original.public_id, readers[0], actor=coordinator)
+    same_exam = Example.objects.filter(pair__in=[first_pair, second_pair]).exclude(pk=original.pk)
+    assert same_exam.count() == 5
 
-    with pytest.raises(QueueRefused) as refused:
-        assign_example(alternative.public_id, readers[0], actor=coordinator)
+    # The pair's other version, its Task 2, and every item of the exam's other pair.
+    for example in same_exam:
+        with pytest.raises(QueueRefused) as refused:
+            assign_example(example.public_id, readers[0], actor=coordinator)
+        assert str(refused.value) == (
+            f"{readers[0].get_username()} has or had another item of the same exam (the original, a rewrite or "
+            "Task 2 of it), and the study keeps the items of an exam apart. Choose another reader."
+        )
 
-    assert str(refused.value) == (
-        f"{readers[0].get_username()} has or had the other version of this pair, and the study keeps the two "
-        "versions apart. Choose another reader."
-    )
-    assert not alternative.assignments.exists()
-    # Task 2 of the same pair is not "the other version".
-    assert assign_example(_task2(study).public_id, readers[0], actor=coordinator).slot == 1
+    assert not Assignment.objects.filter(example__in=same_exam).exists()
+    # Another exam's items are not kept apart from it.
+    task2 = Example.objects.get(pair=other_exams_pair, task=Task.EQUIVALENCE)
+    assert assign_example(task2.public_id, readers[0], actor=coordinator).slot == 1
 
 
-def test_versions_apart_asks_about_this_pairs_other_version_only(coordinator):
-    # The reader has the pair's Task 2 example and both versions of another pair: neither is the
-    # other version of this pair.
-    study, readers, _ = make_reading_study(pairs=2, readers=4, assign=False)
+def test_keeping_items_apart_asks_about_this_exams_items_only(coordinator):
+    # The reader has every item of another exam: none of them is an item of this exam.
+    study, readers, _ = make_reading_study(pairs=2, assign=False)
     this, other = (Example.objects.filter(study=study, pair=pair).order_by("pk") for pair in study.pairs.order_by("pk"))
-    assign_example(this.get(task=Task.EQUIVALENCE).public_id, readers[0], actor=coordinator)
-    for example in other.filter(task=Task.REALISM):
+    for example in other:
         Assignment.objects.create(example=example, reader=readers[0], slot=1, queue_order=example.pk)
 
     version = this.get(task=Task.REALISM, report_type=ReportType.ORIGINAL)
@@ -234,9 +250,10 @@ def test_it_gives_both_versions_when_the_study_does_not_keep_them_apart(coordina
 
 
 def test_it_refuses_when_the_example_already_has_its_readers(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    # The default readers: some hold no item of the exam, so the refusal is about the slots alone.
+    study, readers, _ = make_reading_study(pairs=1)
     example = _task2(study)
-    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    newcomer = _free_reader(example, readers)
 
     with pytest.raises(QueueRefused) as refused:
         assign_example(example.public_id, newcomer, actor=coordinator)
@@ -245,7 +262,7 @@ def test_it_refuses_when_the_example_already_has_its_readers(coordinator):
     # Nor is a second third read possible while one is open.
     _disagree(example)
     third = example.assignments.get(slot=3)
-    spare = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    spare = _free_reader(example, readers)
     with pytest.raises(QueueRefused, match="all the readers it needs"):
         assign_example(example.public_id, spare, actor=coordinator)
 
@@ -318,7 +335,7 @@ def test_withdrawing_an_unknown_assignment_is_refused(coordinator):
 
 
 def test_withdrawing_a_needed_third_read_lists_the_example_as_unrouted(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     _disagree(example)
     third = example.assignments.get(slot=3)
@@ -373,8 +390,9 @@ WITHDRAW_QUERIES = 9
 @pytest.mark.parametrize("voided_slot", [1, 2])
 def test_a_third_read_given_by_hand_after_a_void_takes_the_freed_initial_slot(coordinator, voided_slot):
     # Three readers, a majority; the majority's rating in voided_slot is voided: the two left
-    # disagree, nobody is eligible, and the freed slot is the one to fill.
-    study, _, _ = make_reading_study(pairs=1, readers=3, keep_versions_apart=False)
+    # disagree, nobody is eligible, and the freed slot is the one to fill. One reader beyond the six
+    # the exam's items need: the third read's; every other reader has an item of the exam.
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     ratings = {voided_slot: Rating.EQUIVALENT, 3 - voided_slot: Rating.MAJOR_DISCREPANCY}
     for slot in (1, 2):
@@ -389,18 +407,19 @@ def test_a_third_read_given_by_hand_after_a_void_takes_the_freed_initial_slot(co
     assignment = assign_example(example.public_id, newcomer, actor=coordinator)
 
     assert assignment.slot == voided_slot
+    assert exams_given_twice(study) == {}
 
 
 def test_nothing_is_given_by_hand_once_two_reads_agree(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     for assignment in example.assignments.order_by("slot"):
         rate(assignment, Rating.EQUIVALENT, "")
     example.refresh_from_db()
     assert example.state == ExampleState.CONSENSUS
-    spare = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    spare = _free_reader(example, readers)
 
-    with pytest.raises(QueueRefused):
+    with pytest.raises(QueueRefused, match="all the readers it needs"):
         assign_example(example.public_id, spare, actor=coordinator)
     assert example.assignments.count() == 2
 
@@ -409,15 +428,16 @@ def test_nothing_is_given_by_hand_once_two_reads_agree(coordinator):
 
 
 def test_reassigning_moves_an_initial_read_to_the_new_reader_in_the_same_slot(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     old = example.assignments.get(slot=2)
-    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    newcomer = _free_reader(example, readers)
 
     new = reassign_assignment(old.public_id, newcomer, actor=coordinator)
 
     assert (new.example, new.reader, new.slot, new.status) == (example, newcomer, 2, AssignmentStatus.OPEN)
     assert not Assignment.objects.filter(pk=old.pk).exists()
+    assert exams_given_twice(study) == {}
     withdrawn = AuditEvent.objects.get(action=AuditAction.WITHDRAWN)
     assert (withdrawn.subject, withdrawn.actor) == (old.reader, coordinator)
     assigned = AuditEvent.objects.get(action=AuditAction.ASSIGNED, subject=newcomer, example=example)
@@ -426,11 +446,11 @@ def test_reassigning_moves_an_initial_read_to_the_new_reader_in_the_same_slot(co
 
 
 def test_reassigning_a_third_read_keeps_it_in_slot_3(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    study, readers, _ = make_reading_study(pairs=1)
     example = _task2(study)
     _disagree(example)
     old = example.assignments.get(slot=3)
-    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    newcomer = _free_reader(example, readers)
 
     new = reassign_assignment(old.public_id, newcomer, actor=coordinator)
 
@@ -439,17 +459,19 @@ def test_reassigning_a_third_read_keeps_it_in_slot_3(coordinator):
     assert not example.unrouted
 
 
-@pytest.mark.parametrize("who", ["has_the_example", "not_a_member", "has_the_other_version"])
+@pytest.mark.parametrize("who", ["has_the_example", "not_a_member", "has_the_other_version", "has_the_exams_task_2"])
 def test_reassigning_to_a_refused_reader_changes_nothing(coordinator, who):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _version(study, ReportType.ORIGINAL)
     old = example.assignments.get(slot=1)
     if who == "has_the_example":
         target = example.assignments.get(slot=2).reader
     elif who == "not_a_member":
         target = make_user(Role.READER)
-    else:
+    elif who == "has_the_other_version":
         target = _version(study, ReportType.ALTERNATIVE).assignments.first().reader
+    else:
+        target = _task2(study).assignments.first().reader
     before = set(example.assignments.values_list("pk", "reader_id", "slot", "status"))
     audit_rows = AuditEvent.objects.count()
 
@@ -468,7 +490,7 @@ def test_reassigning_to_a_refused_reader_changes_nothing(coordinator, who):
 
 
 def test_a_refused_reassignment_of_a_third_read_leaves_it_routed(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     _disagree(example)
     third = example.assignments.get(slot=3)
@@ -483,13 +505,13 @@ def test_a_refused_reassignment_of_a_third_read_leaves_it_routed(coordinator):
 
 
 def test_a_rated_assignment_cannot_be_reassigned(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     assignment = example.assignments.get(slot=1)
     rate(assignment, Rating.EQUIVALENT, "")
-    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    newcomer = _free_reader(example, readers)
 
-    with pytest.raises(QueueRefused):
+    with pytest.raises(QueueRefused, match="has a rating"):
         reassign_assignment(assignment.public_id, newcomer, actor=coordinator)
 
     assert Assignment.objects.get(pk=assignment.pk).status == AssignmentStatus.DONE
@@ -544,8 +566,10 @@ def test_re_activating_a_member_updates_the_cap_and_audits_the_change(coordinato
 
 
 def test_re_activating_a_removed_reader_routes_the_examples_waiting_for_one(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=3, keep_versions_apart=False, assign=False)
-    returning = readers[2]
+    # Four active readers, the fewest a pair needs: Task 2's third read has nobody (the other two
+    # hold its texts in Task 1) until the fifth comes back.
+    study, readers, _ = make_reading_study(pairs=1, readers=5, keep_versions_apart=False, assign=False)
+    returning = readers[-1]
     StudyMember.objects.filter(study=study, user=returning).update(active=False)
     assign_readers(study, actor=coordinator)
     example = _task2(study)
@@ -563,11 +587,11 @@ def test_re_activating_a_removed_reader_routes_the_examples_waiting_for_one(coor
 
 
 def test_reassigning_keeps_the_slot_even_when_a_lower_one_is_free(coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     withdraw_assignment(example.assignments.get(slot=1).public_id, actor=coordinator)
     old = example.assignments.get(slot=2)
-    newcomer = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    newcomer = _free_reader(example, readers)
 
     new = reassign_assignment(old.public_id, newcomer, actor=coordinator)
 

@@ -33,6 +33,7 @@ from consensus.services import (
     void_annotation,
 )
 from tests.factories import make_reading_study, make_user, rate
+from tests.invariants import readers_barred_from
 
 pytestmark = pytest.mark.django_db
 
@@ -85,10 +86,12 @@ def test_routing_an_example_again_after_its_consensus_changes_nothing(db):
 def test_whatever_is_still_open_when_consensus_is_reached_leaves_the_queues(db):
     # No sequence of the protocol's own actions leaves a read or an adjudication open at consensus;
     # should one be (a read given by hand, a change to come), consensus withdraws it, audited.
-    study, readers, adjudicators = make_reading_study(pairs=1, readers=5)
+    study, readers, adjudicators = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task1_example(study)
     first, second = _initial(example)
-    extra_reader = next(r for r in readers if r.pk not in {first.reader_id, second.reader_id})
+    # The one reader who may be given it: every other has an item of the exam.
+    barred = readers_barred_from(example)
+    extra_reader = next(r for r in readers if r.pk not in barred)
 
     def open_count():
         counter = ReaderQueue.objects.filter(reader=extra_reader, study=study, task=example.task).first()
@@ -133,7 +136,7 @@ def test_a_disagreement_brings_exactly_one_third_reader(db):
 
 
 def test_a_refill_after_a_void_is_audited_as_an_assignment_of_the_freed_slot(db):
-    study, _readers, _ = make_reading_study(pairs=1, readers=5)
+    study, _readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task1_example(study)
     first, second = _initial(example)
     rate(first, REALISTIC, "")
@@ -177,11 +180,13 @@ def test_a_routed_read_is_placed_in_this_studys_queue_only(db):
 def test_the_third_reader_is_the_least_loaded_eligible_one(db):
     # Load is what the readers' queue counters say: open items in the study. The eligible readers
     # are loaded so that the least loaded one is the one the seeded tie-break would rank last,
-    # so a routing that ignored the load would choose someone else.
-    study, readers, _ = make_reading_study(pairs=1, readers=5, keep_versions_apart=False)
+    # so a routing that ignored the load would choose someone else. Seven readers, not keeping
+    # versions apart: the example's two and Task 2's two (which shows its text) are not eligible.
+    study, readers, _ = make_reading_study(pairs=1, readers=7, keep_versions_apart=False)
     example = _task1_example(study)
     first, second = _initial(example)
-    eligible = [r for r in readers if r.pk not in (first.reader_id, second.reader_id)]
+    barred = readers_barred_from(example)
+    eligible = [r for r in readers if r.pk not in barred]
     by_tiebreak = sorted(eligible, key=lambda r: tiebreak(study.seed, "route", example.public_id, r.pk))
     for extra, reader in zip((20, 10, 0), by_tiebreak, strict=True):
         queues.count(reader.pk, study.pk, Task.EQUIVALENCE, opened=extra)
@@ -200,12 +205,12 @@ def test_the_third_reader_is_the_least_loaded_eligible_one(db):
 def test_equally_loaded_eligible_readers_are_ordered_by_a_draw_from_the_study_seed(db):
     # Three eligible readers with the same load: over 16 seeds each of them comes first (a fixed
     # public id keeps the draws fixed too). An order that ignored the seed, or the readers, would
-    # put the same one first every time.
-    study, readers, _ = make_reading_study(pairs=1, readers=5, keep_versions_apart=False)
+    # put the same one first every time. Seven readers, as above: three are eligible.
+    study, readers, _ = make_reading_study(pairs=1, readers=7, keep_versions_apart=False)
     example = _task1_example(study)
     Example.objects.filter(pk=example.pk).update(public_id=uuid.UUID("7d1f7a0e-2c1b-4d6e-9f3a-0b5c8e4a2d11"))
-    first, second = _initial(example)
-    eligible = {r.pk for r in readers} - {first.reader_id, second.reader_id}
+    eligible = {r.pk for r in readers} - readers_barred_from(example)
+    assert len(eligible) == 3
     ReaderQueue.objects.filter(study=study).update(open_count=0, rated_count=0)
 
     firsts = set()
@@ -246,9 +251,10 @@ def test_a_three_way_split_goes_to_exactly_one_adjudicator(db):
 
 
 def test_the_adjudicator_is_never_one_of_the_three_readers(db):
-    # The only adjudicator also reads; when they read the example, nobody is eligible.
-    study, _, _ = make_reading_study(readers=5, adjudicators=0, pairs=1)
-    # One of the five readers has no Task 1 read, which one depends on the users' ids: take a reader who has one.
+    # The only adjudicator also reads; when they read the example, nobody is eligible. One reader
+    # beyond the six the exam's items need, for the third read.
+    study, _, _ = make_reading_study(readers_beyond_initial=1, adjudicators=0, pairs=1)
+    # Which reader has no item of the exam depends on the users' ids: take a reader of the example.
     example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
     both = example.assignments.order_by("slot").first().reader
     both.groups.add(*make_user(Role.ADJUDICATOR).groups.all())
@@ -405,7 +411,8 @@ def test_a_reader_without_any_queue_yet_can_be_chosen(db):
 
 
 def test_choosing_the_third_reader_is_one_query_whatever_the_number_of_readers(db):
-    study, _, _ = make_reading_study(pairs=1, readers=6, keep_versions_apart=False)
+    # Eight readers: the example's two and Task 2's two (which shows its text) are not eligible.
+    study, _, _ = make_reading_study(pairs=1, readers=8, keep_versions_apart=False)
     example = Example.objects.select_related("study", "pair").get(pk=_task1_example(study).pk)
 
     with CaptureQueriesContext(connection) as captured:
@@ -417,7 +424,7 @@ def test_choosing_the_third_reader_is_one_query_whatever_the_number_of_readers(d
 
 
 def test_a_consensus_reached_by_a_void_names_the_coordinator_who_voided(db):
-    study, _, _ = make_reading_study(pairs=1, readers=3, keep_versions_apart=False)
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1, keep_versions_apart=False)
     coordinator = make_user(Role.COORDINATOR)
     example = _task1_example(study)
     first, second = _initial(example)
@@ -433,7 +440,7 @@ def test_a_consensus_reached_by_a_void_names_the_coordinator_who_voided(db):
 
 
 def test_an_adjudication_routed_when_an_adjudicator_joins_names_the_coordinator_who_added_them(db):
-    study, _, _ = make_reading_study(pairs=1, readers=3, adjudicators=0, keep_versions_apart=False)
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1, adjudicators=0, keep_versions_apart=False)
     example = _task1_example(study)
     first, second = _initial(example)
     rate(first, REALISTIC, "")

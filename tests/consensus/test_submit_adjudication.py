@@ -26,7 +26,8 @@ SPLITS = {
 
 def _three_way_split(task: str = Task.EQUIVALENCE, *, adjudicators: int = 2) -> Adjudication:
     """An example whose three reads all differ, and the open adjudication routed for it."""
-    study, _, _ = make_reading_study(pairs=1, readers=5, adjudicators=adjudicators)
+    # The default readers: enough for a third reader with no other item of the exam.
+    study, _, _ = make_reading_study(pairs=1, adjudicators=adjudicators)
     example = Example.objects.filter(study=study, task=task).order_by("pk").first()
     for rating in SPLITS[task]:
         assignment = example.assignments.open().select_related("reader").order_by("slot").first()

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from annotation.models import Example, MemberRole, Rating, Role, Task
 from annotation.services import sample_pairs
-from consensus.assignment import add_study_member
+from consensus.assignment import add_study_member, assign_readers
 from consensus.services import void_annotation
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate, rate_open_reads
 
@@ -21,7 +21,8 @@ def _realism(study) -> list[Example]:
 
 
 def test_it_lists_examples_waiting_for_an_adjudicator(client, coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=3, adjudicators=0, keep_versions_apart=False)
+    # The default readers: enough for the split's third read.
+    study, _, _ = make_reading_study(pairs=1, adjudicators=0, keep_versions_apart=False)
     split = _realism(study)[0]
     agreed = Example.objects.get(study=study, task=Task.EQUIVALENCE)
     rate_open_reads(split, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
@@ -105,8 +106,8 @@ def test_it_404s_for_an_unknown_study(client, coordinator):
 
 
 def test_it_says_why_nobody_was_eligible(client, coordinator):
-    # Kept apart with four readers: the alternative's third read has no reader left.
-    study, _, _ = make_reading_study(pairs=1, readers=4, adjudicators=0)
+    # Kept apart with the six readers the exam's items need: the alternative's third read has no reader left.
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=0, adjudicators=0)
     alternative = Example.objects.get(study=study, task=Task.REALISM, report_type="alternative")
     rate_open_reads(alternative, Rating.REALISTIC, Rating.MAJOR_ISSUES)
     client.force_login(coordinator)
@@ -114,8 +115,9 @@ def test_it_says_why_nobody_was_eligible(client, coordinator):
     html = client.get(_url(study)).content.decode()
     (row,) = client.get(f"/api/studies/{study.slug}/unrouted/").json()
 
-    assert "has read (or been given) the other version of its pair" in html
-    assert row["reason"].startswith("Every active reader who has not read this example has read")
+    assert "has or had another item of the same exam" in html
+    assert f"(exam mimic-cxr {alternative.pair.source_study_id})" in html
+    assert row["reason"] == SAME_EXAM
 
 
 def test_with_nothing_assigned_it_says_so_and_what_to_do(client, coordinator):
@@ -130,16 +132,17 @@ def test_with_nothing_assigned_it_says_so_and_what_to_do(client, coordinator):
 
     for html in (unrouted, progress):
         assert "Nothing is assigned yet for 9 examples: no reader has them." in html
-        assert "needs at least 4 active readers; it has 0" in html
+        # Six: an exam's three items, kept apart, two reads each.
+        assert "needs at least 6 active readers; it has 0" in html
         assert "every example that needs a reader or an adjudicator has one" not in html
         assert "No example waits for an eligible reader" not in html
 
 
 def test_an_example_waiting_for_a_refill_stays_listed_when_its_other_reader_rates(coordinator):
-    # Found by the routing state machine. Keep-apart, four readers: after a void, nobody may
-    # refill the read; the remaining reader's rating must not take the example off the list,
-    # or it would wait for ever with one read missing and no coordinator told.
-    study, _, _ = make_reading_study(pairs=1, readers=4)
+    # Found by the routing state machine. Keep-apart, the six readers the exam's items need: after
+    # a void, nobody may refill the read; the remaining reader's rating must not take the example
+    # off the list, or it would wait for ever with one read missing and no coordinator told.
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=0)
     example = _realism(study)[0]
     first, second = example.assignments.order_by("slot")
     voided = rate(first, Rating.REALISTIC, "").annotation
@@ -151,7 +154,7 @@ def test_an_example_waiting_for_a_refill_stays_listed_when_its_other_reader_rate
 
     example.refresh_from_db()
     assert example.unrouted
-    assert "other version" in example.unrouted_reason
+    assert "another item of the same exam" in example.unrouted_reason
     newcomer = make_user(Role.READER)
     add_study_member(study, newcomer, MemberRole.READER, actor=coordinator)
     example.refresh_from_db()
@@ -163,41 +166,58 @@ def test_an_example_waiting_for_a_refill_stays_listed_when_its_other_reader_rate
 
 NO_READER = "The study has no active reader."
 ALL_READ = "Every active reader of the study has already read (or been given) this example."
-OTHER_VERSION = (
-    "Every active reader who has not read this example has read (or been given) the other version of its pair, "
-    "and the study keeps the two versions apart. Add a reader to the study."
+# The factories number their exams from 52000000: a one-pair study's exam.
+SAME_EXAM = (
+    "Every active reader who has not read this example has or had another item of the same exam (the original, "
+    "a rewrite or Task 2 of it), and the study keeps the items of an exam apart (exam mimic-cxr 52000000). "
+    "Add a reader to the study."
+)
+SAME_TEXT = (
+    "Every active reader who has not read this example has or had an item that shows the same report text "
+    "(exam mimic-cxr 52000000). Add a reader to the study."
 )
 
 
-def _split_task2(readers: int, **options) -> tuple:
-    """A Task 2 example whose two first reads disagree."""
-    study, people, _ = make_reading_study(pairs=1, readers=readers, **options)
-    example = Example.objects.get(study=study, task=Task.EQUIVALENCE)
+def _task2_alone(**options) -> tuple:
+    """A one-pair study with two readers and only its Task 2 example assigned: they are all its readers."""
+    study, people, _ = make_reading_study(pairs=1, readers=2, assign=False, **options)
+    assign_readers(study, actor=make_user(Role.COORDINATOR), tasks=[Task.EQUIVALENCE])
+    return study, people, Example.objects.get(study=study, task=Task.EQUIVALENCE)
+
+
+def _split_task2(**options) -> tuple:
+    """A Task 2 example, read by every reader of the study, whose two first reads disagree."""
+    study, people, example = _task2_alone(**options)
     rate_open_reads(example, Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
     example.refresh_from_db()
     return study, people, example
 
 
 def test_every_reader_has_read_it():
-    _, _, example = _split_task2(2, keep_versions_apart=False)
+    _, _, example = _split_task2(keep_versions_apart=False)
 
     assert (example.unrouted, example.unrouted_reason) == (True, ALL_READ)
 
 
-def test_the_other_version_keeps_everyone_out():
-    study, _, _ = make_reading_study(pairs=1, readers=4, adjudicators=0)
+@pytest.mark.parametrize(("keep_versions_apart", "reason"), [(True, SAME_EXAM), (False, SAME_TEXT)])
+def test_the_exams_other_items_keep_everyone_out(keep_versions_apart, reason):
+    # With the fewest readers the study needs, everyone who has not read the alternative has
+    # another item of its exam (kept apart), or one that shows its rewrite (its Task 2).
+    study, _, _ = make_reading_study(
+        pairs=1, readers_beyond_initial=0, adjudicators=0, keep_versions_apart=keep_versions_apart
+    )
     alternative = Example.objects.get(study=study, task=Task.REALISM, report_type="alternative")
     rate_open_reads(alternative, Rating.REALISTIC, Rating.MAJOR_ISSUES)
     alternative.refresh_from_db()
 
-    assert (alternative.unrouted, alternative.unrouted_reason) == (True, OTHER_VERSION)
+    assert (alternative.unrouted, alternative.unrouted_reason) == (True, reason)
 
 
 def test_unrouting_is_audited_once_per_reason(coordinator):
     from annotation.models import AuditAction, AuditEvent, StudyMember
     from consensus.services import route_unrouted
 
-    study, _, example = _split_task2(2, keep_versions_apart=False)
+    study, _, example = _split_task2(keep_versions_apart=False)
 
     def events():
         return list(AuditEvent.objects.filter(action=AuditAction.UNROUTED, example=example).order_by("pk"))
@@ -227,8 +247,7 @@ def test_a_waiting_example_retried_for_the_same_reason_is_audited_once(coordinat
     from annotation.models import AuditAction, AuditEvent
     from consensus.assignment import add_study_member
 
-    study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
-    example = Example.objects.get(study=study, task=Task.EQUIVALENCE)
+    study, _, example = _task2_alone(keep_versions_apart=False)
     first, _ = rate_open_reads(example, Rating.EQUIVALENT, Rating.EQUIVALENT)
     void_annotation(first.public_id, actor=coordinator, reason="Wrong report.")
     example.refresh_from_db()

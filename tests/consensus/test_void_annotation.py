@@ -27,6 +27,7 @@ from consensus.services import (
     void_annotation,
 )
 from tests.factories import make_reading_study, rate
+from tests.invariants import exams_given_twice
 
 pytestmark = pytest.mark.django_db
 
@@ -125,7 +126,8 @@ def test_voiding_twice_is_refused(coordinator):
 
 
 def test_voiding_one_of_two_agreeing_reads_reopens_the_example_for_a_new_reader(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    # One reader beyond the six the exam's items need: the only one the refill may go to.
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     first, second = _reads(example, EQUIVALENT, EQUIVALENT)
     assert ConsensusLabel.objects.filter(example=example).exists()
@@ -138,9 +140,11 @@ def test_voiding_one_of_two_agreeing_reads_reopens_the_example_for_a_new_reader(
     withdrawn = AuditEvent.objects.get(action=AuditAction.CONSENSUS_WITHDRAWN, example=example)
     assert withdrawn.actor == coordinator
     assert withdrawn.before == {"rating": EQUIVALENT, "label_source": LabelSource.UNANIMOUS}
-    # The freed slot went to somebody new; the voided reader keeps only their voided row.
+    # The freed slot went to somebody new, with no other item of the exam; the voided reader keeps
+    # only their voided row.
     replacement = _open(example, 1)
     assert replacement.reader_id not in {first.reader_id, second.reader_id}
+    assert exams_given_twice(study) == {}
     assert list(example.assignments.filter(reader=first.reader).values_list("status", flat=True)) == [
         AssignmentStatus.VOIDED
     ]
@@ -150,7 +154,7 @@ def test_voiding_one_of_two_agreeing_reads_reopens_the_example_for_a_new_reader(
 
 
 def test_the_voided_rating_no_longer_counts_towards_the_consensus(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     first, _ = _reads(example, EQUIVALENT, EQUIVALENT)
     _void(first, coordinator)
@@ -171,7 +175,7 @@ def test_the_voided_rating_no_longer_counts_towards_the_consensus(coordinator):
 
 
 def test_voiding_the_third_read_of_a_majority_routes_a_third_read_to_another_reader(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     _, _, third = _reads(example, EQUIVALENT, MINOR, MINOR)
     assert ConsensusLabel.objects.get(example=example).label_source == LabelSource.MAJORITY
@@ -186,11 +190,12 @@ def test_voiding_the_third_read_of_a_majority_routes_a_third_read_to_another_rea
     new_third = _open(example, 3)
     earlier = set(example.annotations.values_list("reader_id", flat=True))
     assert new_third.reader_id not in earlier
+    assert exams_given_twice(study) == {}
     assert AuditEvent.objects.get(action=AuditAction.THIRD_READ_ROUTED, subject=new_third.reader).actor == coordinator
 
 
 def test_voiding_a_read_of_a_three_way_split_voids_the_open_adjudication_and_routes_again(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     _, _, third = _reads(example, EQUIVALENT, MINOR, MAJOR)
     adjudication = Adjudication.objects.get(example=example, status=AdjudicationStatus.OPEN)
@@ -210,7 +215,7 @@ def test_voiding_a_read_of_a_three_way_split_voids_the_open_adjudication_and_rou
 
 
 def test_voiding_a_read_of_an_adjudicated_split_withdraws_the_decision_and_routes_again(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     first, _, _ = _reads(example, EQUIVALENT, MINOR, MAJOR)
     adjudication = Adjudication.objects.get(example=example)
@@ -255,7 +260,7 @@ def test_with_nobody_eligible_the_example_waits_as_unrouted(coordinator):
 
 
 def test_voiding_an_initial_read_during_a_third_read_withdraws_the_third_read(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     first, _ = _reads(example, EQUIVALENT, MAJOR)
     third = _open(example, 3)
@@ -277,7 +282,7 @@ def test_voiding_an_initial_read_during_a_third_read_withdraws_the_third_read(co
 
 
 def test_voiding_an_initial_read_while_the_third_rating_is_in_its_undo_window_waits_for_that_rating(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     first, second = _reads(example, EQUIVALENT, MAJOR)
     # The third reader rates in a study that now keeps ratings open to an undo for two minutes.
@@ -305,7 +310,7 @@ def test_voiding_an_initial_read_while_the_third_rating_is_in_its_undo_window_wa
 
 def test_a_third_read_is_withdrawn_when_its_disagreement_is_voided_after_earlier_voids(coordinator):
     # Two ratings voided in all, one valid left: the third read has no disagreement to settle.
-    study, _, _ = make_reading_study(pairs=1, readers=6)
+    study, _, _ = make_reading_study(pairs=1)
     example = _task2(study)
     first, second = _reads(example, EQUIVALENT, EQUIVALENT)
     _void(first, coordinator)
@@ -322,7 +327,7 @@ def test_a_third_read_is_withdrawn_when_its_disagreement_is_voided_after_earlier
 
 
 def test_voiding_a_task_1_read_never_gives_the_example_back_to_its_reader(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
     first = rate(_open(example, 1), Rating.REALISTIC, "").annotation
     rate(_open(example, 2), Rating.REALISTIC, "")
@@ -332,10 +337,11 @@ def test_voiding_a_task_1_read_never_gives_the_example_back_to_its_reader(coordi
     replacement = _open(example, 1)
     assert replacement.reader_id != first.reader_id
     assert example.assignments.filter(reader=first.reader).count() == 1
+    assert exams_given_twice(study) == {}
 
 
 def test_voiding_the_only_rating_while_the_other_read_is_open_routes_exactly_one_new_reader(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     only = _rate(example, 1, EQUIVALENT)
     still_open = _open(example, 2)
@@ -355,7 +361,7 @@ def test_voiding_uses_a_fixed_number_of_queries(coordinator):
 
     counts = []
     for pairs in (1, 20):
-        study, _, _ = make_reading_study(pairs=pairs, readers=5)
+        study, _, _ = make_reading_study(pairs=pairs, readers_beyond_initial=1)
         example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
         first, _ = _reads(example, EQUIVALENT, EQUIVALENT)
         with CaptureQueriesContext(connection) as queries:
@@ -366,7 +372,7 @@ def test_voiding_uses_a_fixed_number_of_queries(coordinator):
 
 
 def test_voiding_under_an_adjudication_uses_a_fixed_number_of_queries(coordinator, django_assert_num_queries):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     _, _, third = _reads(_task2(study), EQUIVALENT, MINOR, MAJOR)
 
     # As above, and the adjudication withdrawn with its adjudicator in one query.
@@ -375,7 +381,7 @@ def test_voiding_under_an_adjudication_uses_a_fixed_number_of_queries(coordinato
 
 
 def test_voiding_during_a_third_read_uses_a_fixed_number_of_queries(coordinator, django_assert_num_queries):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1)
     first, _ = _reads(_task2(study), EQUIVALENT, MAJOR)
 
     # As above, and the open third read withdrawn with its reader in one query.

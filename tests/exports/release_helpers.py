@@ -27,7 +27,7 @@ RELEASE_FILES = {
 
 def rated_study(slug: str = "s1", *, license_text: str = "CC BY 4.0\n"):
     """A study with every example rated through the services (all reach a consensus)."""
-    study, _, _ = make_reading_study(pairs=2, readers=5, slug=slug)
+    study, _, _ = make_reading_study(pairs=2, slug=slug)
     study.license_text = license_text
     study.save(update_fields=["license_text"])
     examples = list(Example.objects.filter(study=study).order_by("task", "pk"))

@@ -62,9 +62,13 @@ DEMO_USERS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("reader3", (Role.READER,), Subspecialty.ABDOMEN_PELVIS),
     ("reader4", (Role.READER,), Subspecialty.NEURORADIOLOGY),
     ("reader5", (Role.READER,), Subspecialty.GENERAL),
-    # Six readers: with the versions of a pair kept apart, a pair's Task 1 reads take four, and a
-    # third read of each version needs one more reader who has read neither.
     ("reader6", (Role.READER,), Subspecialty.CARDIOTHORACIC),
+    # Nine readers: the demo studies draw at most one pair per exam and keep an exam's items apart,
+    # so an exam's three items (two Task 1 versions, one Task 2) take six readers for their initial
+    # reads, and a third read of each of them one more reader who has read none of the three.
+    ("reader7", (Role.READER,), Subspecialty.GENERAL),
+    ("reader8", (Role.READER,), Subspecialty.NEURORADIOLOGY),
+    ("reader9", (Role.READER,), Subspecialty.ABDOMEN_PELVIS),
     ("adjudicator", (Role.ADJUDICATOR,), Subspecialty.CARDIOTHORACIC),
     ("coordinator", (Role.COORDINATOR,), None),
     ("datamanager", (Role.DATA_MANAGER,), None),
@@ -102,7 +106,7 @@ class Command(BaseCommand):
             report = import_pairs(study, DEMO_PAIRS.read_bytes(), filename=DEMO_PAIRS.name)
             self.stdout.write(report.summary)
             if not study.reading_has_started():
-                sample = sample_pairs(study, per_variation=1, seed=DEMO_SEED)
+                sample = sample_pairs(study, per_variation=1, seed=DEMO_SEED, one_pair_per_exam=True)
                 self.stdout.write(sample.summary)
             if not study.license_text:
                 study.license_text = DEMO_LICENSE
@@ -186,7 +190,9 @@ class Command(BaseCommand):
             report = import_pairs(study, DEMO_PAIRS.read_bytes(), filename=DEMO_PAIRS.name)
             self.stdout.write(f"{TO_READ_NAME}: {report.summary}")
             if not study.reading_has_started():
-                sample = sample_pairs(study, per_variation=1, seed=DEMO_SEED + 1, datasets=TO_READ_DATASETS)
+                sample = sample_pairs(
+                    study, per_variation=1, seed=DEMO_SEED + 1, datasets=TO_READ_DATASETS, one_pair_per_exam=True
+                )
                 self.stdout.write(f"{TO_READ_NAME}: {sample.summary}")
             if not study.license_text:
                 study.license_text = DEMO_LICENSE

@@ -43,6 +43,7 @@ class Command(BaseCommand):
         finally:
             if bar is not None:
                 bar.close()
+        self.stdout.write(report.readers)
         for note in report.notes:
             self.stderr.write(self.style.WARNING(note))
         self.stdout.write(self.style.SUCCESS(report.summary))
