@@ -47,3 +47,39 @@ class MetricScore(models.Model):
 
     def __str__(self) -> str:
         return f"{self.metric.name}: {self.score}"
+
+
+class ComputationStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    FAILED = "failed", "Failed"
+
+
+class ResultsComputation(models.Model):
+    """One computation of a study's results: one scope (dataset, task) of one version of its ratings.
+
+    Its status, progress and heartbeat live here, so that every server and every worker sees the
+    same state. A row is deleted once its results are on disk (the folder is then the record); a
+    failed one stays, with its reason, until it is asked for again.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    dataset = models.CharField(max_length=64, blank=True)
+    task = models.CharField(max_length=8, blank=True)
+    version = models.CharField(max_length=32, help_text="The state of the study's ratings it computes.")
+    status = models.CharField(max_length=16, choices=ComputationStatus.choices, default=ComputationStatus.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life of its worker.")
+    task_id = models.CharField(max_length=64, blank=True, help_text="The task queue's id of the computation.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "dataset", "task", "version"], name="results_computation_once_per_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id} {self.dataset or 'all'}--{self.task or 'both'} {self.version} ({self.status})"

@@ -11,9 +11,11 @@ On disk, under RESULTS_DIR/<study public id>/<scope>/:
   <version>/analysis/          write_results(): tables/, figures/, results.md, results.json
   <version>/results.zip        that folder, zipped (the download)
   <version>/reader_quality.json  the coordinator's reader figures (never in the zip)
-  <version>.status.json        while queued or running, or why it failed
 where <version> names the state of the study's ratings it was computed from. Only the newest
-computed version of a scope is kept.
+computed version of a scope is kept. A computation queued, running or failed is a row of
+analysis.models.ResultsComputation (status, progress, heartbeat, why it failed), so that every
+server and every worker sees the same state; a worker that dies leaves a row whose heartbeat
+stops, and the next read marks it failed, as for releases.
 """
 
 import dataclasses
@@ -29,13 +31,13 @@ from pathlib import Path
 
 import pandas as pd
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from analysis.live import study_frames, study_imported_scores, study_pair_texts
 from analysis.metric_import import parse_metric_scores
 from analysis.metrics import MetricCache, metrics_version
-from analysis.models import ImportedMetric, MetricScore
+from analysis.models import ComputationStatus, ImportedMetric, MetricScore, ResultsComputation
 from analysis.reader_quality import reader_quality
 from analysis.report import write_results
 from analysis.results import SCHEMA, analyze
@@ -43,7 +45,8 @@ from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
 from analysis.sensitivity_report import attach, write_sensitivity
 from annotation.importing import ImportProblem, ImportRejected
 from annotation.models import AuditAction, AuditEvent, CandidatePair, Dataset, Study
-from exports.services import zip_release
+from exports import models as release_models
+from exports.services import fail_task_result, tasks_taken_and_dropped, zip_release
 
 logger = logging.getLogger("readingroom.analysis")
 
@@ -160,8 +163,15 @@ def _scope_dir(study: Study, scope: Scope) -> Path:
     return Path(settings.RESULTS_DIR) / str(study.public_id) / scope.name
 
 
+def _computations(study: Study, scope: Scope):
+    return ResultsComputation.objects.filter(study=study, dataset=scope.dataset, task=scope.task)
+
+
 def results_state(study: Study, scope: Scope) -> ResultsState:
-    """The scope's results on disk and the computation of the current version, if any. Reads only."""
+    """The scope's results on disk and the computation of the current version, if any.
+
+    A computation whose worker is gone (see _fail_if_lost) is marked failed on the way.
+    """
     state = ResultsState(scope=scope, version=data_version(study))
     directory = _scope_dir(study, scope)
     computed = sorted(
@@ -170,82 +180,134 @@ def results_state(study: Study, scope: Scope) -> ResultsState:
     )
     if computed:
         state.folder, state.computed_version = computed[-1], computed[-1].name
-    status = _read_status(directory / f"{state.version}.status.json")
-    if status and not state.is_current:
-        state.status, state.progress, state.error = status["status"], status["progress"], status["error"]
+    if not state.is_current:
+        computation = _computations(study, scope).filter(version=state.version).first()
+        if computation is not None:
+            computation = _fail_if_lost(computation)
+            state.status, state.progress, state.error = computation.status, computation.progress, computation.error
     return state
+
+
+def _fail_if_lost(computation: ResultsComputation) -> ResultsComputation:
+    """Mark failed, with the reason, a computation whose worker is gone: running without a heartbeat
+    for HEARTBEAT_TIMEOUT, or queued though a worker took its task that long ago and never started it."""
+    timeout = release_models.HEARTBEAT_TIMEOUT  # read here: a test may shorten it
+    minutes = int(timeout.total_seconds() // 60)
+    lost = timezone.now() - timeout
+    if computation.status == ComputationStatus.RUNNING and (computation.heartbeat_at or computation.created_at) < lost:
+        error = (
+            f"The worker computing these results stopped (no sign of life for {minutes} minutes). Compute them again."
+        )
+    elif (
+        computation.status == ComputationStatus.QUEUED
+        and computation.created_at < lost
+        and tasks_taken_and_dropped([computation.task_id])
+    ):
+        error = (
+            f"The worker that took this computation stopped before starting it ({minutes} minutes ago). "
+            "Compute them again."
+        )
+    else:
+        return computation
+    # Only if nothing changed meanwhile (a heartbeat, the worker's own end): one conditional UPDATE.
+    changed = ResultsComputation.objects.filter(
+        pk=computation.pk, status=computation.status, heartbeat_at=computation.heartbeat_at
+    ).update(status=ComputationStatus.FAILED, error=error)
+    if changed:
+        logger.warning("Results computation %s: worker lost, marked failed", computation)
+        fail_task_result(computation.task_id, error)
+    computation.refresh_from_db()
+    return computation
 
 
 def request_results(study: Study, scope: Scope) -> ResultsState:
     """The scope's state, with a computation queued if its results are not of the current version.
 
-    Queued once per version: the status file is created exclusively, so two requests at the same
-    moment enqueue one computation. A failed computation is not retried on its own: see retry_results.
+    Queued once per version: the row is unique per (study, scope, version), so two requests at
+    the same moment, on any server, enqueue one computation. A failed computation is not retried
+    on its own: see retry_results.
     """
     state = results_state(study, scope)
     if state.is_current or state.status:
         return state
-    status_path = _scope_dir(study, scope) / f"{state.version}.status.json"
-    status_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with open(status_path, "x", encoding="utf-8") as handle:
-            json.dump({"status": "queued", "progress": 0, "error": ""}, handle)
-    except FileExistsError:
+        with transaction.atomic():
+            computation = ResultsComputation.objects.create(
+                study=study, dataset=scope.dataset, task=scope.task, version=state.version
+            )
+    except IntegrityError:
         return results_state(study, scope)
-    transaction.on_commit(partial(_enqueue, study, scope, state.version))
-    state.status = "queued"
+    transaction.on_commit(partial(_enqueue, computation.pk, study, scope, state.version))
+    state.status = ComputationStatus.QUEUED
     return state
 
 
 def retry_results(study: Study, scope: Scope) -> ResultsState:
-    """Forget a failed computation of the current version and queue it again."""
+    """Queue a failed computation of the current version again."""
     state = results_state(study, scope)
-    if state.status == "failed":
-        (_scope_dir(study, scope) / f"{state.version}.status.json").unlink(missing_ok=True)
-    return request_results(study, scope)
+    if state.status != ComputationStatus.FAILED:
+        return request_results(study, scope)
+    failed = _computations(study, scope).filter(version=state.version, status=ComputationStatus.FAILED)
+    pk = failed.values_list("pk", flat=True).first()
+    # Conditional: of two retries at once, one queues it.
+    requeued = ResultsComputation.objects.filter(pk=pk, status=ComputationStatus.FAILED).update(
+        status=ComputationStatus.QUEUED, progress=0, error="", heartbeat_at=None, task_id="", created_at=timezone.now()
+    )
+    if requeued:
+        transaction.on_commit(partial(_enqueue, pk, study, scope, state.version))
+    return results_state(study, scope)
 
 
-def _enqueue(study: Study, scope: Scope, version: str) -> None:
+def _enqueue(computation_pk: int, study: Study, scope: Scope, version: str) -> None:
     from analysis.tasks import compute_results_task
 
     try:
-        compute_results_task.enqueue(str(study.public_id), scope.dataset, scope.task, version)
+        result = compute_results_task.enqueue(str(study.public_id), scope.dataset, scope.task, version)
     except Exception:
         logger.exception("Could not queue the results of study %s (%s)", study.slug, scope.name)
-        _write_status(
-            _scope_dir(study, scope) / f"{version}.status.json",
-            "failed",
+        ResultsComputation.objects.filter(pk=computation_pk, status=ComputationStatus.QUEUED).update(
+            status=ComputationStatus.FAILED,
             error="The computation could not be queued (the error is in the server log). Try again later.",
         )
+        return
+    ResultsComputation.objects.filter(pk=computation_pk).update(task_id=str(result.id))
 
 
-def _read_status(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+def claim_computation(study: Study, scope: Scope, version: str) -> int | None:
+    """The worker's start: the queued computation of that version, now running (its pk), or None
+    if it is not queued (any more): taken by another worker, failed meanwhile, or never requested."""
+    computation = _computations(study, scope).filter(version=version, status=ComputationStatus.QUEUED)
+    pk = computation.values_list("pk", flat=True).first()
+    if pk is None:
         return None
+    claimed = ResultsComputation.objects.filter(pk=pk, status=ComputationStatus.QUEUED).update(
+        status=ComputationStatus.RUNNING, progress=0, error="", heartbeat_at=timezone.now()
+    )
+    return pk if claimed else None
 
 
-def _write_status(path: Path, status: str, *, progress: int = 0, error: str = "") -> None:
-    # Written aside and moved into place: a reader never sees half a file.
-    partial_path = path.with_suffix(".tmp")
-    partial_path.write_text(json.dumps({"status": status, "progress": progress, "error": error}), encoding="utf-8")
-    os.replace(partial_path, path)
+def finish_computation(computation_pk: int) -> None:
+    """Its results are on disk: the row is no longer needed (the folder is the record)."""
+    ResultsComputation.objects.filter(pk=computation_pk).delete()
 
 
-def compute_results(study: Study, scope: Scope, *, requested_version: str = "") -> Path:
-    """Analyse the study's current rows for a scope and store the results (the worker's job).
+def fail_computation(computation_pk: int, error: str) -> None:
+    """Say why it failed, unless it was marked failed meanwhile (its worker taken for lost)."""
+    ResultsComputation.objects.filter(pk=computation_pk, status=ComputationStatus.RUNNING).update(
+        status=ComputationStatus.FAILED, error=error
+    )
+
+
+def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
+    """Analyse the study's current rows for a scope and store the results (the worker's job, and
+    the compute_results command). progress(percent) is told how far it is.
 
     The rows are streamed with the release's own queries (binary COPY on PostgreSQL). Returns the
     folder of the computed version.
     """
     directory = _scope_dir(study, scope)
     directory.mkdir(parents=True, exist_ok=True)
-    status_path = directory / f"{requested_version}.status.json" if requested_version else None
-
-    def progress(percent: int) -> None:
-        if status_path is not None:
-            _write_status(status_path, "running", progress=percent)
+    progress = progress or (lambda percent: None)
 
     progress(5)
     # The version is read before the rows: a rating saved while they are read changes the study's
@@ -291,13 +353,7 @@ def compute_results(study: Study, scope: Scope, *, requested_version: str = "") 
     for old in directory.iterdir():
         if old.is_dir() and old != final and not old.name.startswith("."):
             shutil.rmtree(old, ignore_errors=True)
-    for done in {requested_version, version} - {""}:
-        (directory / f"{done}.status.json").unlink(missing_ok=True)
     return final
-
-
-def fail_results(study: Study, scope: Scope, version: str, error: str) -> None:
-    _write_status(_scope_dir(study, scope) / f"{version}.status.json", "failed", error=error)
 
 
 # Metric sensitivity ------------------------------------------------------------------------------

@@ -4,29 +4,39 @@ import logging
 
 from django.tasks import task
 
-from analysis.services import Scope, compute_results, fail_results
+from analysis.models import ComputationStatus, ResultsComputation
+from analysis.services import Scope, claim_computation, compute_results, fail_computation, finish_computation
 from annotation.models import Study
+from exports.tasks import BuildMonitor
 
 logger = logging.getLogger("readingroom.analysis")
 
 
 @task()
 def compute_results_task(study_public_id: str, dataset: str, task_filter: str, version: str) -> dict:
-    """Compute one scope of a study's results (see analysis.services); a failure is written where the page shows it."""
+    """Compute one scope of a study's results (see analysis.services), once: the queued computation
+    is claimed first, its progress and heartbeat written while it runs, a failure written on it."""
     study = Study.objects.filter(public_id=study_public_id).first()
     if study is None:
         logger.warning("Study %s is gone; no results to compute.", study_public_id)
         return {"study": study_public_id, "status": "skipped"}
     scope = Scope(dataset, task_filter)
+    computation_pk = claim_computation(study, scope, version)
+    if computation_pk is None:
+        logger.warning("The results of study %s (%s, %s) are not queued (any more).", study.slug, scope.name, version)
+        return {"study": study_public_id, "status": "skipped"}
+    monitor = BuildMonitor(computation_pk, model=ResultsComputation, running=ComputationStatus.RUNNING, label="Results")
     try:
-        folder = compute_results(study, scope, requested_version=version)
+        with monitor:
+            folder = compute_results(study, scope, progress=monitor.progress)
     except Exception:
         logger.exception("The results of study %s (%s) failed", study.slug, scope.name)
-        fail_results(
-            study, scope, version, "The computation failed unexpectedly; the error is in the server log. Try again."
+        fail_computation(
+            computation_pk, "The computation failed unexpectedly; the error is in the server log. Try again."
         )
         return {"study": study_public_id, "status": "failed"}
     except BaseException:
-        fail_results(study, scope, version, "The worker was stopped during the computation. Try again.")
+        fail_computation(computation_pk, "The worker was stopped during the computation. Try again.")
         raise
+    finish_computation(computation_pk)
     return {"study": study_public_id, "status": "done", "version": folder.name}

@@ -24,7 +24,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.tasks import TaskResultStatus
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -32,8 +32,9 @@ from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Annotation, Dataset, Example, ExampleState, GuideVersion, Rating, Study, Task
 from consensus.models import LabelSource
+from exports import models as release_models
 from exports import rows
-from exports.models import HEARTBEAT_TIMEOUT, Release, ReleaseAction, ReleaseEvent, ReleaseStatus
+from exports.models import Release, ReleaseAction, ReleaseEvent, ReleaseStatus
 
 logger = logging.getLogger("readingroom.exports")
 
@@ -538,33 +539,86 @@ def delete_release(release: Release, *, user: AbstractBaseUser) -> Release:
 
 
 def fail_stale_releases() -> list[Release]:
-    """Mark Failed every build whose worker is gone (no heartbeat for HEARTBEAT_TIMEOUT); remove its files.
+    """Mark Failed every build whose worker is gone; remove its files.
 
-    Called when the releases are read (page, API) and when a worker starts a build. A build that
-    is alive writes a heartbeat every HEARTBEAT_INTERVAL from a thread of its own, however slow
-    its queries, so only a dead worker (kill -9, a machine gone) is caught here.
+    Gone: no heartbeat for HEARTBEAT_TIMEOUT while building, or still Queued though a worker took
+    its task more than HEARTBEAT_TIMEOUT ago (it died between taking the task and starting the
+    build, which no other worker will ever take again). Called when the releases are read (page,
+    API) and when a worker starts a build. A build that is alive writes a heartbeat every
+    HEARTBEAT_INTERVAL from a thread of its own, however slow its queries, so only a dead worker
+    (kill -9, a machine gone) is caught here.
     """
     failed = []
-    minutes = int(HEARTBEAT_TIMEOUT.total_seconds() // 60)
-    error = (
-        f"The worker building this release stopped (no sign of life for {minutes} minutes); "
-        "its partial files were removed. Build it again."
-    )
+    timeout = release_models.HEARTBEAT_TIMEOUT  # read here: a test may shorten it
+    minutes = int(timeout.total_seconds() // 60)
+    errors = {
+        ReleaseStatus.RUNNING: (
+            f"The worker building this release stopped (no sign of life for {minutes} minutes); "
+            "its partial files were removed. Build it again."
+        ),
+        ReleaseStatus.QUEUED: (
+            f"The worker that took this build stopped before starting it ({minutes} minutes ago). Build it again."
+        ),
+    }
     # One query when nothing is stale (every page poll asks); the lock and re-check only when something is.
-    stale = list(Release.objects.stale().values_list("pk", flat=True))
+    queued_long = Q(status=ReleaseStatus.QUEUED, created_at__lt=timezone.now() - timeout)
+    candidates = list(
+        Release.objects.filter(Q(pk__in=Release.objects.stale().values("pk")) | queued_long).values_list(
+            "pk", "status", "task_id"
+        )
+    )
+    if not candidates:
+        return []
+    dropped = tasks_taken_and_dropped([task_id for _, status, task_id in candidates if status == ReleaseStatus.QUEUED])
+    stale = [pk for pk, status, task_id in candidates if status == ReleaseStatus.RUNNING or task_id in dropped]
     if not stale:
         return []
     with transaction.atomic():
-        for release in Release.objects.stale().filter(pk__in=stale).select_for_update(skip_locked=True):
-            release.status, release.error, release.finished_at = ReleaseStatus.FAILED, error, timezone.now()
+        for release in Release.objects.filter(pk__in=stale).select_for_update(skip_locked=True):
+            if release.status == ReleaseStatus.RUNNING:
+                if not Release.objects.stale().filter(pk=release.pk).exists():
+                    continue  # a heartbeat came meanwhile
+                detail = f"last heartbeat {release.heartbeat_at}"
+            elif release.status == ReleaseStatus.QUEUED and release.task_id in dropped:
+                detail = f"task {release.task_id} taken by a worker that never started it"
+            else:
+                continue
+            release.status, release.error, release.finished_at = (
+                ReleaseStatus.FAILED,
+                errors[release.status],
+                timezone.now(),
+            )
             release.save(update_fields=["status", "error", "finished_at"])
-            _record(release, ReleaseAction.WORKER_LOST, None, detail=f"last heartbeat {release.heartbeat_at}")
-            _fail_task_result(release)
+            _record(release, ReleaseAction.WORKER_LOST, None, detail=detail)
+            fail_task_result(release.task_id, release.error)
             failed.append(release)
     for release in failed:
-        logger.warning("Release %s: worker lost during the build, marked failed", release.public_id)
+        when = "before the build started" if release.task_id in dropped else "during the build"
+        logger.warning("Release %s: worker lost %s, marked failed", release.public_id, when)
         remove_build_files(release)
     return failed
+
+
+def tasks_taken_and_dropped(task_ids: list[str]) -> set[str]:
+    """Of these task ids, those a worker took more than HEARTBEAT_TIMEOUT ago and still holds as
+    running in the queue: a job whose own row still says Queued was never started, its worker died.
+
+    Ids of another backend (the test settings' Dummy, the Immediate backend) are left out.
+    """
+    ids = {}
+    for task_id in task_ids:
+        try:
+            ids[uuid.UUID(task_id)] = task_id
+        except (ValueError, TypeError):
+            continue
+    if not ids:
+        return set()
+    taken = DBTaskResult.objects.filter(
+        id__in=list(ids),
+        status=TaskResultStatus.RUNNING,
+        started_at__lt=timezone.now() - release_models.HEARTBEAT_TIMEOUT,
+    ).values_list("id", flat=True)
+    return {ids[pk] for pk in taken}
 
 
 def build_dir(release: Release) -> Path:
@@ -587,17 +641,17 @@ def _record(release: Release, action: str, user: AbstractBaseUser | None, *, det
     ReleaseEvent.objects.create(release=release, action=action, actor=actor, detail=detail)
 
 
-def _fail_task_result(release: Release) -> None:
-    """The queue's own record of the build, left "running" by the dead worker (database queue only)."""
+def fail_task_result(task_id: str, error: str) -> None:
+    """The queue's own record of a job, left "running" by the dead worker (database queue only)."""
     try:
-        task_id = uuid.UUID(release.task_id)
-    except ValueError:
+        task_uuid = uuid.UUID(task_id)
+    except (ValueError, TypeError):
         return  # no task id, or another backend's (the test settings' Dummy, the Immediate backend)
-    DBTaskResult.objects.filter(id=task_id, status=TaskResultStatus.RUNNING).update(
+    DBTaskResult.objects.filter(id=task_uuid, status=TaskResultStatus.RUNNING).update(
         status=TaskResultStatus.FAILED,
         finished_at=timezone.now(),
         exception_class_path="exports.tasks.WorkerLost",
-        traceback=release.error,
+        traceback=error,
     )
 
 

@@ -102,9 +102,12 @@ def run_release_build(
 
 
 class BuildMonitor:
-    """Writes a build's progress and heartbeat where the data manager sees them at once.
+    """Writes a job's progress and heartbeat where the people waiting for it see them at once.
 
-    The build reads one snapshot of the database, in a transaction that stays open until its
+    For a release build by default; another job's row (a results computation) through model,
+    running (the status its row has while it runs) and label (for the log).
+
+    A build reads one snapshot of the database, in a transaction that stays open until its
     last file is written (exports.rows.snapshot). The monitor therefore writes from a thread of
     its own, on that thread's own connection, so that every write commits at once; progress()
     waits for its write. Between writes, the thread writes a heartbeat every HEARTBEAT_INTERVAL,
@@ -115,15 +118,20 @@ class BuildMonitor:
     no heartbeat thread runs.
     """
 
-    def __init__(self, release_pk: int) -> None:
+    def __init__(
+        self, release_pk: int, *, model=Release, running: str = ReleaseStatus.RUNNING, label: str = "Release"
+    ) -> None:
         self.release_pk = release_pk
+        self.model, self.running, self.label = model, running, label
         self.threaded = not connection.in_atomic_block
         self._writes: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "BuildMonitor":
         if self.threaded:
-            self._thread = threading.Thread(target=self._run, name=f"release-{self.release_pk}-heartbeat", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name=f"{self.label.lower()}-{self.release_pk}-heartbeat", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -139,7 +147,7 @@ class BuildMonitor:
         written = threading.Event()
         self._writes.put((percent, written))
         if not written.wait(WRITE_WAIT_SECONDS):
-            logger.warning("Release %s: progress %s%% not written in time", self.release_pk, percent)
+            logger.warning("%s %s: progress %s%% not written in time", self.label, self.release_pk, percent)
 
     def _run(self) -> None:
         try:
@@ -162,12 +170,12 @@ class BuildMonitor:
         if percent is not None:
             fields["progress"] = percent
         try:
-            Release.objects.filter(pk=self.release_pk, status=ReleaseStatus.RUNNING).update(**fields)
+            self.model.objects.filter(pk=self.release_pk, status=self.running).update(**fields)
         except Exception:
             # A missed beat is not worth failing the build over; the next one may get through.
             if not self.threaded:
                 raise
-            logger.exception("Release %s: could not write progress or heartbeat", self.release_pk)
+            logger.exception("%s %s: could not write progress or heartbeat", self.label, self.release_pk)
 
 
 def _build(

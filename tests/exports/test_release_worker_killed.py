@@ -5,17 +5,14 @@ annotations, which its first query waits for) while a worker process of its own 
 """
 
 import io
-import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.tasks import TaskResultStatus
 from django.test import override_settings
 from django.urls import reverse
@@ -27,34 +24,13 @@ from exports.models import Release, ReleaseAction, ReleaseStatus
 from exports.services import build_dir, request_release
 from tests.exports.release_helpers import ROW_COUNTS, rated_study
 from tests.factories import make_user
+from tests.workers import db_worker, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
 POLL = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "releases"}
-
-
-def _wait_for(condition, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
-def _worker(releases_dir: Path) -> subprocess.Popen:
-    settings = connection.settings_dict
-    url = f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "READINGROOM_RELEASES_DIR": str(releases_dir),
-        "DEBUG": "1",
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-    }
-    command = [sys.executable, "manage.py", "db_worker", "--no-reload", "--no-startup-delay", "--interval", "0.1"]
-    # The project's own command, run with this interpreter.
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603
 
 
 def test_a_worker_killed_mid_build_leaves_a_failed_release_that_can_be_retried(client, settings, tmp_path, monkeypatch):
@@ -71,10 +47,10 @@ def test_a_worker_killed_mid_build_leaves_a_failed_release_that_can_be_retried(c
     lock = blocker.connection
     lock.execute("BEGIN")
     lock.execute(f"LOCK TABLE {Annotation._meta.db_table} IN ACCESS EXCLUSIVE MODE")
-    worker = _worker(releases_dir)
+    worker = db_worker(READINGROOM_RELEASES_DIR=str(releases_dir))
     try:
-        _wait_for(lambda: Release.objects.get(pk=release.pk).status == ReleaseStatus.RUNNING)
-        _wait_for(lambda: build_dir(release).is_dir())
+        wait_for(lambda: Release.objects.get(pk=release.pk).status == ReleaseStatus.RUNNING)
+        wait_for(lambda: build_dir(release).is_dir())
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=30)
     finally:
