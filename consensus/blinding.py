@@ -110,7 +110,8 @@ class ReadersNeeded:
                 exams += f" and {more} more"
             most = f"the exams in the most pairs have {self.items_per_exam} {what} ({exams})"
         else:
-            most = f"each exam has at most {self.items_per_exam} {what}"
+            one = what.replace("items", "item", 1) if self.items_per_exam == 1 else what
+            most = f"each exam has at most {self.items_per_exam} {one}"
         return (
             f"{rule}, and {most}: their initial reads need {self.initial} different readers, and up to "
             f"{self.with_third_reads} so that every third read finds a reader."

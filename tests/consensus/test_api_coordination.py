@@ -21,6 +21,7 @@ from annotation.models import (
     StudyMember,
     Task,
 )
+from consensus.blinding import readers_needed
 from consensus.services import void_annotation
 from tests.factories import make_reading_study, make_user, rate_open_reads
 
@@ -85,17 +86,22 @@ CALLS = {
 }
 
 
+def _without_the_exam(study, readers: list) -> list:
+    """The readers with no item of the study's one exam: the only ones who may be given one of it."""
+    return [r for r in readers if not Assignment.objects.filter(example__study=study, reader=r).exists()]
+
+
 @pytest.fixture
 def world(db) -> dict:
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     rated = _realism(study, 0)
     (annotation,) = rate_open_reads(rated, Rating.REALISTIC)
     equivalence = Example.objects.get(study=study, task=Task.EQUIVALENCE)
     assignment = _open(equivalence)
-    free = next(r for r in readers if not equivalence.assignments.filter(reader=r).exists())
-    task1_free = next(r for r in readers if not rated.assignments.filter(reader=r).exists())
     unassigned = _realism(study, 1)
     Assignment.objects.filter(example=unassigned).delete()  # a slot to fill by hand
+    # A reader gets at most one item of an exam: the free readers are those with none of it.
+    free, task1_free, *_ = _without_the_exam(study, readers)
     newcomer = make_user(Role.READER)
     return {
         "slug": study.slug,
@@ -183,7 +189,7 @@ def test_progress_counts_examples_by_state_per_task_and_variation(api_client):
 
 
 def test_workload_lists_every_member(api_client):
-    study, readers, adjudicators = make_reading_study(pairs=2, readers=4)
+    study, readers, adjudicators = make_reading_study(pairs=2, readers=6)
     StudyMember.objects.filter(study=study, user=readers[0]).update(max_assignments=5)
 
     data = api_client.get(f"/api/studies/{study.slug}/workload/").json()
@@ -194,22 +200,29 @@ def test_workload_lists_every_member(api_client):
     assert first["roles"] == [MemberRole.READER]
     assert first["max_assignments"] == 5
     assert first["subspecialty"] == "General"
-    assert [(t["task"], t["assigned"], t["done"]) for t in first["tasks"]] == [
-        (Task.REALISM, 2, 0),
-        (Task.EQUIVALENCE, 1, 0),
-    ]
+    # Two exams over six readers, one item of each per reader (Task 1 or Task 2): two reads each,
+    # as many as the rows of the database say.
+    assert [(t["task"], t["done"]) for t in first["tasks"]] == [(Task.REALISM, 0), (Task.EQUIVALENCE, 0)]
+    assert sum(t["assigned"] for t in first["tasks"]) == 2
+    for row in data:
+        for t in row["tasks"]:
+            mine = Assignment.objects.filter(example__study=study, reader__username=row["username"], task=t["task"])
+            assert t["assigned"] == mine.count(), (row["username"], t)
     assert rows[adjudicators[0].username]["subspecialty"] == "Cardiothoracic"
 
 
 @pytest.mark.parametrize("endpoint", ["progress", "workload", "unrouted", "example", "reader"])
 def test_its_query_count_does_not_grow_with_the_study(api_client, endpoint):
     counts = []
-    for pairs, readers in ((2, 6), (12, 8)):
-        study, reader_users, _ = make_reading_study(pairs=pairs, readers=readers, adjudicators=2)
+    # Three readers beyond the initial need or more: the three third reads of an exam find one.
+    for pairs, beyond in ((2, 3), (12, 5)):
+        study, reader_users, _ = make_reading_study(pairs=pairs, readers_beyond_initial=beyond, adjudicators=2)
         for example in Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:3]:
             rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+        # The reader with the most work: with more readers than reads, readers[0] might have none.
+        busiest = max(reader_users, key=lambda r: (Assignment.objects.filter(reader=r).count(), -r.pk))
         path = CALLS[endpoint].path(
-            {"slug": study.slug, "example": _realism(study).public_id, "reader": reader_users[0].username}
+            {"slug": study.slug, "example": _realism(study).public_id, "reader": busiest.username}
         )
         api_client.get(path)  # warm the session and permission caches
         with CaptureQueriesContext(connection) as queries:
@@ -315,7 +328,15 @@ def test_assign_reports_what_it_did(api_client):
     response = _post(api_client, f"/api/studies/{study.slug}/assign/", {"tasks": [Task.EQUIVALENCE]})
 
     assert response.status_code == 200
-    assert response.json() == {"assigned": 4, "unfilled": 0, "summary": "Assigned 4 reads.", "notes": []}
+    assert response.json() == {
+        "assigned": 4,
+        "unfilled": 0,
+        "summary": "Assigned 4 reads.",
+        "notes": [],
+        # Task 2 only: one item per exam, two readers (three for a third read); the factory enrolled 9.
+        "readers": "This study needs at least 2 active readers, 3 to give every third read; it has 9. "
+        + readers_needed(study, [Task.EQUIVALENCE]).explanation,
+    }
     assert set(Assignment.objects.values_list("example__task", flat=True)) == {Task.EQUIVALENCE}
 
 
@@ -435,16 +456,22 @@ def test_withdraw_refuses_a_rated_assignment(api_client):
 
 
 def test_reassign_moves_an_open_assignment(api_client):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = Example.objects.get(study=study, task=Task.EQUIVALENCE)
     assignment = _open(example)
-    free = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    (free,) = _without_the_exam(study, readers)
     taken = example.assignments.exclude(pk=assignment.pk).get().reader
+    of_the_exam = _open(_realism(study)).reader  # has a Task 1 item of the same exam
 
     refused = _post(api_client, f"/api/assignments/{assignment.public_id}/reassign/", {"reader": taken.username})
+    kept_apart = _post(
+        api_client, f"/api/assignments/{assignment.public_id}/reassign/", {"reader": of_the_exam.username}
+    )
     moved = _post(api_client, f"/api/assignments/{assignment.public_id}/reassign/", {"reader": free.username})
 
     assert refused.status_code == 409
+    assert kept_apart.status_code == 409
+    assert "another item of the same exam" in kept_apart.json()["detail"]
     assert moved.status_code == 200
     body = moved.json()
     assert (body["reader"], body["slot"]) == (free.username, assignment.slot)

@@ -232,3 +232,8 @@ def test_as_many_readers_as_said_give_every_third_read_a_reader(keep_apart, pair
     assert not Example.objects.filter(study=study, unrouted=True).exists()
     assert Example.objects.filter(study=study, state=ExampleState.THIRD_READ).count() == 6
     assert texts_shown_twice(study) == {}
+
+
+def test_one_item_per_exam_is_said_in_the_singular():
+    study, _, _ = make_reading_study(pairs=2, readers=0, assign=False)
+    assert "each exam has at most 1 item:" in readers_needed(study, [Task.EQUIVALENCE]).explanation

@@ -273,10 +273,11 @@ def test_it_refuses_to_withdraw_a_rated_assignment_in_place(client, coordinator)
 
 
 def test_it_reassigns_an_open_assignment(client, coordinator):
-    study, readers, _ = make_reading_study(pairs=1, readers=5)
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _example(study, Task.EQUIVALENCE)
     assignment = _open_assignment(example)
-    free = next(r for r in readers if not example.assignments.filter(reader=r).exists())
+    # A reader gets at most one item of an exam: the free reader is the one with none of it.
+    (free,) = [r for r in readers if not Assignment.objects.filter(example__study=study, reader=r).exists()]
     client.force_login(coordinator)
 
     response = _post(client, "assignment_reassign", study, assignment.public_id, {"reader": free.username}, **HTMX)
@@ -302,6 +303,23 @@ def test_it_explains_a_refused_reassignment_in_place_and_keeps_the_assignment(cl
     assert b"already has (or had) this example" in response.content
     assert Assignment.objects.filter(pk=assignment.pk, reader=assignment.reader).exists()
     assert not AuditEvent.objects.filter(example=example, action=AuditAction.WITHDRAWN).exists()
+
+
+def test_it_explains_in_place_that_a_reader_of_another_item_of_the_exam_is_refused(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    example = _example(study)
+    assignment = _open_assignment(example)
+    of_the_exam = _open_assignment(_example(study, Task.EQUIVALENCE)).reader
+    client.force_login(coordinator)
+
+    response = _post(
+        client, "assignment_reassign", study, assignment.public_id, {"reader": of_the_exam.username}, **HTMX
+    )
+
+    assert response.status_code == 422
+    assert b"has or had another item of the same exam" in response.content
+    assert Assignment.objects.filter(pk=assignment.pk, reader=assignment.reader).exists()
+    assert not example.assignments.filter(reader=of_the_exam).exists()
 
 
 # --- Voiding ---------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""Keep versions apart: no path gives a reader both Task 1 examples of one pair.
+"""Keep versions apart: no path gives a reader two items of one exam (consensus.blinding).
 
-A reader "has seen" a Task 1 version when they have or had any assignment on it: open, rated,
-voided (they read the text) or withdrawn after being shown. Only an assignment withdrawn before
-it was ever shown, which is deleted, leaves no trace.
+An exam's items are its pair's two Task 1 versions and its Task 2 (and those of its other pairs,
+one per variation). A reader "has seen" an item when they have or had any assignment on it: open,
+rated, voided (they read the text) or withdrawn after being shown. Only an assignment withdrawn
+before it was ever shown, which is deleted, leaves no trace.
 """
 
 import pytest
@@ -33,20 +34,28 @@ pytestmark = pytest.mark.django_db
 REALISTIC, MINOR, MAJOR = Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES
 
 
+KEPT_APART = "another item of the same exam"
+
+
 def _versions(study) -> tuple[Example, Example]:
     examples = Example.objects.filter(study=study, task=Task.REALISM).select_related("study")
     return examples.get(report_type=ReportType.ORIGINAL), examples.get(report_type=ReportType.ALTERNATIVE)
+
+
+def _equivalence(study) -> Example:
+    return Example.objects.select_related("study").get(study=study, task=Task.EQUIVALENCE)
 
 
 def _readers_of(example: Example) -> set[int]:
     return set(Assignment.objects.filter(example=example).values_list("reader_id", flat=True))
 
 
-def test_a_third_read_never_goes_to_a_reader_of_the_other_version(db):
-    # Four readers: the original's two and the alternative's two. The alternative's readers
-    # disagree; the only readers who have not read the alternative hold the original.
-    study, _, _ = make_reading_study(pairs=1, readers=4)
+def test_a_third_read_never_goes_to_a_reader_of_another_item_of_the_exam(db):
+    # Six readers: two for each of the exam's three items. The alternative's readers disagree;
+    # the only readers who have not read the alternative hold the original or the Task 2 item.
+    study, _, _ = make_reading_study(pairs=1, readers=6)
     original, alternative = _versions(study)
+    equivalence = _equivalence(study)
 
     rate_open_reads(alternative, REALISTIC, MAJOR)
 
@@ -54,13 +63,28 @@ def test_a_third_read_never_goes_to_a_reader_of_the_other_version(db):
     assert alternative.state == ExampleState.THIRD_READ
     assert not alternative.assignments.open().exists()
     assert not (_readers_of(original) & _readers_of(alternative))
+    assert not (_readers_of(equivalence) & (_readers_of(original) | _readers_of(alternative)))
     assert alternative.unrouted
-    assert "other version" in alternative.unrouted_reason
-    assert "keeps the two versions apart" in alternative.unrouted_reason
+    assert KEPT_APART in alternative.unrouted_reason
+    assert "keeps the items of an exam apart" in alternative.unrouted_reason
+    assert f"(exam mimic-cxr {alternative.pair.source_study_id})" in alternative.unrouted_reason
+
+
+def test_a_third_read_of_task_2_never_goes_to_a_reader_of_the_exams_task_1(db):
+    # One reader beyond the six: the Task 2 item's third read goes to them, never to a Task 1 reader.
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
+    original, alternative = _versions(study)
+    equivalence = _equivalence(study)
+    task1_readers = _readers_of(original) | _readers_of(alternative)
+    (outsider,) = [r for r in readers if r.pk not in task1_readers | _readers_of(equivalence)]
+
+    rate_open_reads(equivalence, Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
+
+    assert equivalence.assignments.open().get().reader == outsider
 
 
 def test_a_new_reader_takes_the_waiting_third_read(db):
-    study, _, _ = make_reading_study(pairs=1, readers=4)
+    study, _, _ = make_reading_study(pairs=1, readers=6)
     _, alternative = _versions(study)
     rate_open_reads(alternative, REALISTIC, MAJOR)
     newcomer = make_user(Role.READER)
@@ -73,27 +97,32 @@ def test_a_new_reader_takes_the_waiting_third_read(db):
 
 
 def test_a_voided_read_of_one_version_bars_the_reader_from_the_other(db):
-    # The original's first reader is voided; the alternative then needs a reader after a void of
-    # its own, and the voided original reader would be the least loaded one.
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    # The original's first reader is voided (a reader outside the exam reads it again); the
+    # alternative then needs a reader after a void of its own, and the voided original reader,
+    # with nothing open now, would be among the least loaded. Two readers beyond the six: one
+    # for each refill, so the second has a choice.
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=2)
     coordinator = make_user(Role.COORDINATOR)
     original, alternative = _versions(study)
+    equivalence = _equivalence(study)
     (voided, _) = rate_open_reads(original, REALISTIC, REALISTIC)
     void_annotation(voided.public_id, actor=coordinator, reason="Wrong report.")
     original_readers = _readers_of(original)
     assert voided.reader_id in original_readers
+    assert original.assignments.open().exists()  # refilled
 
     (first_alt, _) = rate_open_reads(alternative, REALISTIC, REALISTIC)
     void_annotation(first_alt.public_id, actor=coordinator, reason="Wrong report.")
 
     alternative.refresh_from_db()
-    refill = alternative.assignments.open().first()
-    assert refill is None or refill.reader_id not in original_readers
+    refill = alternative.assignments.open().get()
+    assert refill.reader_id not in _readers_of(original) | _readers_of(equivalence)
     assert not (_readers_of(original) & _readers_of(alternative))
+    assert not (_readers_of(equivalence) & (_readers_of(original) | _readers_of(alternative)))
 
 
 def test_manual_assignment_refuses_a_reader_whose_read_of_the_other_version_was_voided(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     original, alternative = _versions(study)
     (voided, _) = rate_open_reads(original, REALISTIC, REALISTIC)
     void_annotation(voided.public_id, actor=coordinator, reason="Wrong report.")
@@ -102,8 +131,25 @@ def test_manual_assignment_refuses_a_reader_whose_read_of_the_other_version_was_
     for third in alternative.assignments.open():
         withdraw_assignment(third.public_id, actor=coordinator)
 
-    with pytest.raises(QueueRefused, match="other version"):
+    with pytest.raises(QueueRefused, match=KEPT_APART):
         assign_example(alternative.public_id, voided.reader, actor=coordinator)
+
+
+def test_manual_assignment_refuses_a_reader_of_the_exams_task_2_for_either_version(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
+    original, alternative = _versions(study)
+    (rated,) = rate_open_reads(_equivalence(study), Rating.EQUIVALENT)
+    for version in (original, alternative):
+        version.assignments.open().first().delete()  # a free slot on each
+    before = set(Assignment.objects.values_list("pk", "reader_id", "status"))
+
+    for version in (original, alternative):
+        with pytest.raises(QueueRefused, match=KEPT_APART):
+            assign_example(version.public_id, rated.reader, actor=coordinator)
+
+    assert set(Assignment.objects.values_list("pk", "reader_id", "status")) == before
+    outsider = next(r for r in readers if not Assignment.objects.filter(reader=r).exists())
+    assert assign_example(original.public_id, outsider, actor=coordinator).reader == outsider
 
 
 def test_a_withdrawn_assignment_that_was_shown_bars_the_reader_from_both_versions(coordinator):
@@ -118,8 +164,10 @@ def test_a_withdrawn_assignment_that_was_shown_bars_the_reader_from_both_version
     assert shown.status == AssignmentStatus.WITHDRAWN
     with pytest.raises(QueueRefused, match="already has"):
         assign_example(original.public_id, shown.reader, actor=coordinator)
-    with pytest.raises(QueueRefused):
+    with pytest.raises(QueueRefused, match=KEPT_APART):
         assign_example(alternative.public_id, shown.reader, actor=coordinator)
+    with pytest.raises(QueueRefused, match=KEPT_APART):
+        assign_example(_equivalence(study).public_id, shown.reader, actor=coordinator)
 
 
 def test_a_withdrawn_assignment_never_shown_may_go_back_to_the_same_reader(coordinator):
@@ -134,16 +182,36 @@ def test_a_withdrawn_assignment_never_shown_may_go_back_to_the_same_reader(coord
     assert again.reader == unseen.reader
 
 
-def test_reassignment_refuses_a_reader_of_the_other_version(coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+def test_reassignment_refuses_a_reader_of_another_item_of_the_exam(coordinator):
+    study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     original, alternative = _versions(study)
     moving = original.assignments.open().first()
-    holder = alternative.assignments.open().first().reader
+    holders = [alternative.assignments.open().first().reader, _equivalence(study).assignments.open().first().reader]
 
-    with pytest.raises(QueueRefused, match="other version"):
-        reassign_assignment(moving.public_id, holder, actor=coordinator)
+    for holder in holders:
+        with pytest.raises(QueueRefused, match=KEPT_APART):
+            reassign_assignment(moving.public_id, holder, actor=coordinator)
 
     assert Assignment.objects.get(pk=moving.pk).status == AssignmentStatus.OPEN
+    (outsider,) = [r for r in readers if not Assignment.objects.filter(reader=r).exists()]
+    assert reassign_assignment(moving.public_id, outsider, actor=coordinator).reader == outsider
+
+
+def test_the_pairs_of_one_exam_are_kept_apart_too(coordinator):
+    # Two pairs (two variations) of one exam share its original: its six items go to twelve
+    # different readers, and one pair's reader is refused the other pair's rewrite by hand.
+    study, readers, _ = make_reading_study(pairs=2, pairs_per_exam=2, readers=12)
+    items = Example.objects.filter(study=study)
+    assert items.count() == 6 and len({e.pair.source_study_id for e in items}) == 1
+    per_reader = [Assignment.objects.filter(reader=r).count() for r in readers]
+    assert per_reader == [1] * 12
+    first, second = sorted({e.pair_id for e in items})
+    rewrite = items.get(pair_id=second, task=Task.REALISM, report_type=ReportType.ALTERNATIVE)
+    reader_of_first = Assignment.objects.filter(example__pair_id=first).first().reader
+    rewrite.assignments.open().first().delete()
+
+    with pytest.raises(QueueRefused, match=KEPT_APART):
+        assign_example(rewrite.public_id, reader_of_first, actor=coordinator)
 
 
 def test_a_withdrawn_shown_read_is_a_404_for_its_reader_like_one_that_never_existed(client, coordinator):
@@ -158,3 +226,22 @@ def test_a_withdrawn_shown_read_is_a_404_for_its_reader_like_one_that_never_exis
     assert client.get(f"/api/reading/{shown.public_id}/").status_code == 404
     with pytest.raises(NotFound):
         rate(shown, REALISTIC, "")
+
+
+def test_not_kept_apart_a_reader_may_read_both_versions_but_never_task_2_with_either(coordinator):
+    # One report text is never shown twice: Task 2 shows both the original and the rewrite.
+    study, readers, _ = make_reading_study(pairs=1, keep_versions_apart=False, readers=9, assign=False)
+    original, alternative = _versions(study)
+    equivalence = _equivalence(study)
+    both, original_only, alternative_only = readers[:3]
+
+    assign_example(original.public_id, both, actor=coordinator)
+    assign_example(alternative.public_id, both, actor=coordinator)
+    assign_example(original.public_id, original_only, actor=coordinator)
+    assign_example(alternative.public_id, alternative_only, actor=coordinator)
+
+    for reader in (both, original_only, alternative_only):
+        with pytest.raises(QueueRefused, match="an item that shows the same report text"):
+            assign_example(equivalence.public_id, reader, actor=coordinator)
+    assert not equivalence.assignments.exists()
+    assert assign_example(equivalence.public_id, readers[3], actor=coordinator).reader == readers[3]

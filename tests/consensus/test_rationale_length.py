@@ -35,7 +35,8 @@ def assignment():
 
 
 def _split() -> Adjudication:
-    study, _, _ = make_reading_study(pairs=1, readers=5)
+    # One reader beyond the initial need: the third read of a kept-apart exam finds one.
+    study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
     for rating in (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES):
         reads = example.assignments.open().select_related("reader").order_by("slot")

@@ -20,7 +20,8 @@ def _first_example(study) -> Example:
 
 
 def test_it_lists_the_readers_assignments_with_links_to_the_examples(client, coordinator):
-    study, readers, _ = make_reading_study(pairs=2)
+    # Six readers for two exams: each reader has one item of each (two assignments).
+    study, readers, _ = make_reading_study(pairs=2, readers=6)
     reader = readers[0]
     client.force_login(coordinator)
 
@@ -33,6 +34,7 @@ def test_it_lists_the_readers_assignments_with_links_to_the_examples(client, coo
     html = response.content.decode()
     for assignment in assignments:
         assert f'href="{reverse("example_detail", args=[study.slug, assignment.example.public_id])}"' in html
+    assert len(assignments) == 2
     assert f"{len(assignments)} assignments in this study" in html
 
 
@@ -75,7 +77,8 @@ def test_it_shows_the_audit_events_that_concern_the_reader(client, coordinator):
 
 
 def test_it_shows_only_this_studys_work(client, coordinator):
-    study, readers, _ = make_reading_study(pairs=1)
+    # Six readers for the exam's three items: each has one (with more, readers[0] might have none).
+    study, readers, _ = make_reading_study(pairs=1, readers=6)
     other, _, _ = make_reading_study(pairs=1)
     reader = readers[0]
     StudyMember.objects.create(study=other, user=reader, role=MemberRole.READER)
@@ -108,7 +111,8 @@ def test_its_query_count_does_not_grow_with_the_readers_work(client, coordinator
     client.force_login(coordinator)
     counts = []
     for pairs in (2, 12):
-        study, readers, _ = make_reading_study(pairs=pairs)
+        # Six readers: each has one item of every exam (2, then 12), so the work grows.
+        study, readers, _ = make_reading_study(pairs=pairs, readers=6)
         client.get(_url(study, readers[0]))
         with CaptureQueriesContext(connection) as queries:
             client.get(_url(study, readers[0]))
@@ -167,7 +171,8 @@ def test_it_redirects_anonymous_users_to_login(client):
 def test_a_long_history_is_shown_a_page_at_a_time(client, coordinator):
     from consensus.views import READER_ROWS_PER_PAGE
 
-    study, readers, _ = make_reading_study(pairs=20, readers=4)
+    # At most one item of an exam per reader: 30 exams over six readers give each of them 30 items.
+    study, readers, _ = make_reading_study(pairs=30, readers=6)
     reader = max(readers, key=lambda r: Assignment.objects.filter(reader=r).count())
     total = Assignment.objects.filter(reader=reader).count()
     assert total > READER_ROWS_PER_PAGE

@@ -174,7 +174,9 @@ def test_its_query_count_does_not_grow_with_the_study(client, coordinator):
         assert response.status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
-    assert counts[1] <= 8, counts
+    # One of them asks how many readers the study's exams need (consensus.blinding.readers_needed),
+    # for the note on examples nobody has yet.
+    assert counts[1] <= 9, counts
 
 
 @pytest.mark.parametrize("role", [Role.READER, Role.ADJUDICATOR, Role.DATA_MANAGER])

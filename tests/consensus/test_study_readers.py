@@ -5,6 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils.html import escape
 
 from annotation.models import (
     Assignment,
@@ -14,9 +15,11 @@ from annotation.models import (
     MemberRole,
     Rating,
     Role,
+    Study,
     StudyMember,
     Task,
 )
+from consensus.blinding import readers_needed
 from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -33,7 +36,7 @@ def _workload(client, study) -> dict:
 
 
 def test_it_shows_each_members_reads_per_task(client, coordinator):
-    study, readers, adjudicators = make_reading_study(pairs=2, readers=4)
+    study, readers, adjudicators = make_reading_study(pairs=2, readers=6)
     example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
     (annotation,) = rate_open_reads(example, Rating.EQUIVALENT)
     client.force_login(coordinator)
@@ -41,20 +44,23 @@ def test_it_shows_each_members_reads_per_task(client, coordinator):
     rows = _workload(client, study)
 
     assert set(rows) == {u.username for u in readers + adjudicators}
-    # 4 Task 1 examples and 2 Task 2 examples, two reads each, over 4 readers.
+    # 4 Task 1 examples and 2 Task 2 examples, two reads each, over 6 readers: each reader has one
+    # item of each of the two exams, and per task the counts differ by at most one.
+    per_task = []
     for reader in readers:
         realism, equivalence = rows[reader.username].tasks
-        assert (realism.task, realism.assigned) == (Task.REALISM, 2)
-        assert (equivalence.task, equivalence.assigned) == (Task.EQUIVALENCE, 1)
-        assert rows[reader.username].initial_reads == 3
+        assert (realism.task, equivalence.task) == (Task.REALISM, Task.EQUIVALENCE)
+        assert rows[reader.username].initial_reads == 2
+        per_task.append((realism.assigned, equivalence.assigned))
+    assert sorted(per_task) == [(1, 1)] * 4 + [(2, 0)] * 2
     rater = rows[annotation.reader.username]
-    assert (rater.tasks[1].done, rater.tasks[1].open, rater.done, rater.open) == (1, 0, 1, 2)
+    assert (rater.tasks[1].done, rater.tasks[1].open, rater.done, rater.open) == (1, 0, 1, 1)
     assert rows[adjudicators[0].username].roles == [MemberRole.ADJUDICATOR]
     assert rows[adjudicators[0].username].assigned == 0
 
 
 def test_it_shows_caps_subspecialties_and_progress_bars(client, coordinator):
-    study, _, _ = make_reading_study(pairs=1, readers=4, adjudicators=1)
+    study, _, _ = make_reading_study(pairs=1, readers=6, adjudicators=1)
     capped = make_user(Role.READER, username="capped-reader", subspecialty="neuroradiology")
     StudyMember.objects.create(study=study, user=capped, role=MemberRole.READER, max_assignments=7)
     client.force_login(coordinator)
@@ -67,7 +73,7 @@ def test_it_shows_caps_subspecialties_and_progress_bars(client, coordinator):
     assert "0 / 7" in html
     assert "no cap" in html
     assert "Cardiothoracic" in html  # the adjudicator
-    assert html.count("<progress ") == 4  # the four readers with work; the newcomer and the adjudicator have none
+    assert html.count("<progress ") == 6  # the six readers with work; the newcomer and the adjudicator have none
     assert f'href="{reverse("reader_detail", args=[study.slug, "capped-reader"])}"' in html
 
 
@@ -101,8 +107,9 @@ def test_it_counts_voided_ratings_and_adjudications(client, coordinator):
 def test_its_query_count_does_not_grow_with_the_study(client, coordinator):
     client.force_login(coordinator)
     counts = []
-    for pairs, readers in ((2, 6), (12, 8)):
-        study, _, _ = make_reading_study(pairs=pairs, readers=readers, adjudicators=2)
+    # Three readers beyond the initial need or more: the three third reads of an exam find one.
+    for pairs, beyond in ((2, 3), (12, 5)):
+        study, _, _ = make_reading_study(pairs=pairs, readers_beyond_initial=beyond, adjudicators=2)
         for example in Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:3]:
             rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
         client.get(_url(study))  # warm the session and permission caches
@@ -111,8 +118,9 @@ def test_its_query_count_does_not_grow_with_the_study(client, coordinator):
         assert response.status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
-    # Two of them count the examples nobody has yet and the active readers (the note by Assign).
-    assert counts[1] <= 12, counts
+    # Three of them are for the note by Assign: they count the examples nobody has yet and the
+    # active readers, and the readers the study's exams need (consensus.blinding.readers_needed).
+    assert counts[1] <= 13, counts
 
 
 # --- Adding a member --------------------------------------------------------------------------
@@ -225,14 +233,14 @@ def test_it_assigns_one_task_only(client, coordinator):
 
 
 def test_it_shows_the_notes_when_caps_leave_reads_unassigned(client, coordinator):
-    study, _, _ = make_reading_study(pairs=2, readers=4, assign=False)
+    study, _, _ = make_reading_study(pairs=2, readers=6, assign=False)
     StudyMember.objects.filter(study=study, role=MemberRole.READER).update(max_assignments=1)
     client.force_login(coordinator)
 
     response = client.post(_url(study, "study_assign"), {}, **HTMX)
 
     assert response.status_code == 200
-    assert b"Assigned 4 reads. 8 reads could not be assigned." in response.content
+    assert b"Assigned 6 reads. 6 reads could not be assigned." in response.content
     assert b"Add readers or raise caps, then assign again." in response.content
 
 
@@ -317,12 +325,50 @@ def test_add_offers_only_people_not_yet_active_in_a_role_they_hold(client, coord
     assert options == ["both", "newcomer"]  # both may still join as adjudicator
 
 
+def _assign_minimum(client, study) -> str:
+    html = client.get(reverse("study_readers", args=[study.slug])).content.decode()
+    return html.split('id="assign-minimum"', 1)[1].split("</p>", 1)[0]
+
+
 def test_the_reader_minimum_is_said_beside_the_assign_button(client, coordinator):
-    study = make_study()
+    # One exam's three items, kept apart: each needs its own two readers (three with a third read).
+    study, _, _ = make_reading_study(pairs=1, readers=2, assign=False)
     client.force_login(coordinator)
 
-    html = client.get(reverse("study_readers", args=[study.slug])).content.decode()
+    note = _assign_minimum(client, study)
+    assert "This study needs at least 6 active readers, 9 to give every third read; it has 2." in note
+    assert escape(readers_needed(study).explanation) in note
+    assert "Add readers above first." in note
 
-    note = html.split('id="assign-minimum"', 1)[1].split("</p>", 1)[0]
-    assert "needs at least 4 active readers" in note
-    assert "it has 0" in note
+    # Not kept apart: the Task 1 original and Task 2 both show the original, so their initial reads
+    # need four readers; a third read of Task 2 must also find one who read neither Task 1 item.
+    Study.objects.filter(pk=study.pk).update(keep_versions_apart=False)
+    study.refresh_from_db()
+    note = _assign_minimum(client, study)
+    assert "This study needs at least 4 active readers, 9 to give every third read; it has 2." in note
+    assert escape(readers_needed(study).explanation) in note
+
+    # Enough for the initial reads, not for every third read: said, without asking for readers first.
+    for _ in range(2):
+        StudyMember.objects.create(study=study, user=make_user(Role.READER), role=MemberRole.READER)
+    note = _assign_minimum(client, study)
+    assert "needs at least 4 active readers, 9 to give every third read; it has 4." in note
+    assert "Add readers above first." not in note
+    assert "A third read that finds no eligible reader waits, listed as unrouted" in note
+
+
+def test_the_reader_minimum_names_the_exams_in_the_most_pairs(client, coordinator):
+    # Two pairs (two variations) of one exam: six items kept apart, twelve readers, eighteen with third reads.
+    study, _, _ = make_reading_study(pairs=4, pairs_per_exam=2, readers=12, assign=False)
+    client.force_login(coordinator)
+
+    note = _assign_minimum(client, study)
+    needed = readers_needed(study)
+    assert (needed.initial, needed.with_third_reads, needed.driving_exams) == (
+        12,
+        18,
+        ["mimic-cxr 52000000", "mimic-cxr 52000001"],
+    )
+    assert "This study needs at least 12 active readers, 18 to give every third read; it has 12." in note
+    assert escape(needed.explanation) in note
+    assert "mimic-cxr 52000000, mimic-cxr 52000001" in note

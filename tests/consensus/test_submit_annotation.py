@@ -200,9 +200,16 @@ def test_a_second_submission_of_a_rated_assignment_is_refused_and_the_first_kept
     assert AuditEvent.objects.filter(action=AuditAction.SUBMITTED).count() == 1
 
 
-def test_a_form_token_used_for_another_assignment_is_refused(reading):
-    task2 = _assignment(reading, Task.EQUIVALENCE)
-    task1 = Assignment.objects.get(reader=task2.reader, example__task=Task.REALISM)
+def test_a_form_token_used_for_another_assignment_is_refused():
+    # A reader gets at most one item of an exam: one with a Task 1 and a Task 2 item needs two exams.
+    study, _, _ = make_reading_study(pairs=2, readers=6)
+    task2 = next(
+        a
+        for a in Assignment.objects.filter(study=study, task=Task.EQUIVALENCE).select_related("reader", "example")
+        if Assignment.objects.filter(reader=a.reader, task=Task.REALISM).exists()
+    )
+    task1 = Assignment.objects.select_related("reader", "example").get(reader=task2.reader, task=Task.REALISM)
+    assert task1.example.pair.source_study_id != task2.example.pair.source_study_id
     token = uuid.uuid4()
     _submit(task1, Rating.REALISTIC, "", token=token)
 

@@ -18,12 +18,16 @@ from annotation.models import (
     AuditEvent,
     Example,
     ExampleState,
+    MemberRole,
     Rating,
     ReaderQueue,
+    Role,
     Study,
+    StudyMember,
     Task,
 )
 from annotation.reading import next_assignment, saved_notice, taken_back_rating
+from consensus.assignment import assign_readers
 from consensus.models import ConsensusLabel
 from consensus.services import (
     SubmissionRefused,
@@ -105,13 +109,17 @@ def test_routing_acts_when_the_window_closes(study):
     first, second = _reads(example)
     _rate(first, Rating.EQUIVALENT)
     _rate(second, Rating.MAJOR_DISCREPANCY)
+    # The study's four readers all read a text of this pair (Task 2 shows both): its third read
+    # needs a reader who has read neither Task 1 version, enrolled here without routing anything.
+    newcomer = make_user(Role.READER)
+    StudyMember.objects.create(study=study, user=newcomer, role=MemberRole.READER)
 
     assert settle_due_ratings(now=_later(WINDOW - 5)) == 0
     assert settle_due_ratings(now=_later()) == 2
 
     example.refresh_from_db()
     assert example.state == ExampleState.THIRD_READ
-    assert example.assignments.open().count() == 1
+    assert example.assignments.open().get().reader == newcomer
     assert not Annotation.objects.filter(example=example, settled_at__isnull=True).exists()
 
 
@@ -193,8 +201,10 @@ def test_an_item_taken_back_goes_before_every_other_open_item_of_its_queue():
 
 def test_an_item_taken_back_goes_first_whatever_the_queue_orders_of_the_others():
     # Queue orders are seeded draws; an undo puts the item one before the first, whatever it is
-    # (here smaller than any primary key).
-    study, _, _ = make_reading_study(pairs=3, readers=2, keep_versions_apart=False)
+    # (here smaller than any primary key). Task 2 only: two readers may hold all three items (Task 1
+    # as well would need four, the Task 1 original and Task 2 showing the same original).
+    study, _, _ = make_reading_study(pairs=3, readers=2, keep_versions_apart=False, assign=False)
+    assign_readers(study, tasks=[Task.EQUIVALENCE], actor=make_user(Role.COORDINATOR))
     Study.objects.filter(pk=study.pk).update(undo_window_seconds=WINDOW)
     first, _ = _reads(_equivalence(study))
     reader = first.reader

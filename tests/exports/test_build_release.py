@@ -173,7 +173,8 @@ def rated_study(*datasets: str, slug: str | None = None) -> Study:
     for i, dataset in enumerate(datasets):
         make_pair(study, dataset=dataset, study_id=str(700 + i))
     sample_pairs(study, per_variation=len(datasets), seed=1)
-    for _ in range(4):
+    # A reader gets at most one item of an exam: its three items need six readers.
+    for _ in range(6):
         StudyMember.objects.create(study=study, user=make_user(Role.READER), role=MemberRole.READER)
     assign_readers(study, actor=make_user(Role.COORDINATOR))
     for example in Example.objects.filter(study=study):
@@ -683,7 +684,8 @@ def test_the_datapackage_descriptor_describes_the_six_files_in_column_order():
 
 def hostile_study() -> Study:
     """Two pairs, one full of hostile text and one with empty sections, rated to adjudication."""
-    study, _, _ = make_reading_study(pairs=2, readers=6)
+    # Every item is read three times: enough readers for every third read (the default).
+    study, _, _ = make_reading_study(pairs=2)
     first, second = CandidatePair.objects.filter(study=study, sampled=True).order_by("source_study_id")
     CandidatePair.objects.filter(pk=first.pk).update(**HOSTILE)
     CandidatePair.objects.filter(pk=second.pk).update(
@@ -750,7 +752,8 @@ def test_copy_and_a_cursor_inside_a_transaction_give_the_same_bytes(tmp_path):
 
 
 def test_examples_without_consensus_are_left_out_by_default_and_counted_in_the_readme(tmp_path):
-    study, _, _ = make_reading_study(pairs=2, readers=5, adjudicators=1)
+    # Enough readers for every third read (the default): some examples here need one.
+    study, _, _ = make_reading_study(pairs=2, adjudicators=1)
     realism = list(
         Example.objects.filter(study=study, task=Task.REALISM).order_by("pair__source_study_id", "report_type")
     )

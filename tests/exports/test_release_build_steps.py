@@ -16,8 +16,11 @@ LICENSE = "Licence text.\n"
 
 
 def rated_study() -> Study:
-    """Two pairs, every example rated to a unanimous consensus."""
-    study, _, _ = make_reading_study(pairs=2, readers=6)
+    """Two pairs, every example rated to a unanimous consensus.
+
+    Enough readers for every third read (the default): a voided rating is read again by another reader.
+    """
+    study, _, _ = make_reading_study(pairs=2)
     for example in Example.objects.filter(study=study).order_by("pk"):
         rating = Rating.REALISTIC if example.task == Task.REALISM else Rating.EQUIVALENT
         rate_open_reads(example, rating, rating)
