@@ -49,8 +49,9 @@ def _measure(call) -> tuple[object, int]:
 
 
 def _requests(pairs: int) -> dict[str, int]:
-    """Rows read by each reader request, for a reader whose queues hold about 2 * pairs items."""
-    _, (reader, *_), _ = make_reading_study(pairs=pairs, readers=3, keep_versions_apart=False)
+    """Rows read by each reader request, for a reader whose queues hold about pairs items (six
+    readers: two beyond the four a pair's texts need, so that the third read finds a reader)."""
+    _, (reader, *_), _ = make_reading_study(pairs=pairs, readers_beyond_initial=2, keep_versions_apart=False)
     # Half of each queue already rated: rated rows are what a count over the queue would walk.
     for assignment in (
         Assignment.objects.filter(reader=reader)
