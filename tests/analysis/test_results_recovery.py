@@ -3,14 +3,12 @@ died (kill -9 mid-run, or between taking the task and starting it) ends failed, 
 can be computed again. The same for a release left Queued by a worker that died before starting."""
 
 import io
-import signal
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import DEFAULT_DB_ALIAS, connections
 from django.tasks import TaskResultStatus, default_task_backend
 from django.test import override_settings
 from django.utils import timezone
@@ -19,13 +17,13 @@ from rest_framework.test import APIClient
 
 from analysis.models import ComputationStatus, ResultsComputation
 from analysis.services import Scope, request_results, results_state
-from annotation.models import Annotation, Role
+from annotation.models import Role
 from exports import models as release_models
 from exports.models import Release, ReleaseAction, ReleaseStatus
 from exports.services import fail_stale_releases
 from tests.exports.release_helpers import rated_study
 from tests.factories import make_user
-from tests.workers import db_worker, wait_for
+from tests.workers import kill_a_worker_held_at_its_first_read
 
 ROOT = Path(__file__).resolve().parents[2]
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
@@ -167,22 +165,10 @@ def test_a_worker_killed_mid_computation_leaves_failed_results_that_can_be_compu
     computation = ResultsComputation.objects.get()
 
     # The computation is held still at its first read of the ratings, while a real worker runs it.
-    blocker = connections.create_connection(DEFAULT_DB_ALIAS)
-    blocker.ensure_connection()
-    lock = blocker.connection
-    lock.execute("BEGIN")
-    lock.execute(f"LOCK TABLE {Annotation._meta.db_table} IN ACCESS EXCLUSIVE MODE")
-    worker = db_worker(READINGROOM_RESULTS_DIR=str(results_dir))
-    try:
-        wait_for(lambda: ResultsComputation.objects.get(pk=computation.pk).progress >= 5)
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-        lock.execute("ROLLBACK")
-        blocker.close()
+    kill_a_worker_held_at_its_first_read(
+        lambda: ResultsComputation.objects.get(pk=computation.pk).progress >= 5,
+        READINGROOM_RESULTS_DIR=str(results_dir),
+    )
 
     # What the review found: "running, 5%" for ever, on every server (the state is in the database).
     running = api.get(f"/api/studies/{study.slug}/results/")

@@ -5,26 +5,24 @@ annotations, which its first query waits for) while a worker process of its own 
 """
 
 import io
-import signal
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import DEFAULT_DB_ALIAS, connections
 from django.tasks import TaskResultStatus
 from django.test import override_settings
 from django.urls import reverse
 from django_tasks_db.models import DBTaskResult
 
-from annotation.models import Annotation, Role
+from annotation.models import Role
 from exports import models
 from exports.models import Release, ReleaseAction, ReleaseStatus
 from exports.services import build_dir, request_release
 from tests.exports.release_helpers import ROW_COUNTS, rated_study
 from tests.factories import make_user
-from tests.workers import db_worker, wait_for
+from tests.workers import kill_a_worker_held_at_its_first_read
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -42,23 +40,10 @@ def test_a_worker_killed_mid_build_leaves_a_failed_release_that_can_be_retried(c
             study, user=data_manager, version="1.0.0", datasets=None, include_unfinished=False, license_text="CC0\n"
         )
 
-    blocker = connections.create_connection(DEFAULT_DB_ALIAS)
-    blocker.ensure_connection()
-    lock = blocker.connection
-    lock.execute("BEGIN")
-    lock.execute(f"LOCK TABLE {Annotation._meta.db_table} IN ACCESS EXCLUSIVE MODE")
-    worker = db_worker(READINGROOM_RELEASES_DIR=str(releases_dir))
-    try:
-        wait_for(lambda: Release.objects.get(pk=release.pk).status == ReleaseStatus.RUNNING)
-        wait_for(lambda: build_dir(release).is_dir())
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-        lock.execute("ROLLBACK")
-        blocker.close()
+    kill_a_worker_held_at_its_first_read(
+        lambda: Release.objects.get(pk=release.pk).status == ReleaseStatus.RUNNING and build_dir(release).is_dir(),
+        READINGROOM_RELEASES_DIR=str(releases_dir),
+    )
 
     # What the review found: "Building" for ever, the task running, a partial folder.
     release.refresh_from_db()
