@@ -501,16 +501,15 @@ def _why_no_reader(example: Example) -> str:
     )
 
 
-def _read_a_conflicting_example(example: Example) -> Exists:
-    """Whether the member (OuterRef user_id) has or had an assignment on an example that shares a
-    conflict key with this one (consensus.blinding), this one included.
+def _readers_of_conflicting_examples(example: Example) -> QuerySet:
+    """The readers who have or had an assignment on an example that shares a conflict key with this
+    one (consensus.blinding), this one included: read from the exam's few examples' assignments,
+    whatever the length of anyone's queue.
 
     Any status counts: open or rated, voided (the reader saw the text) and withdrawn after being
     shown. Only a withdrawn assignment the reader never saw, which is deleted, does not.
     """
-    return Exists(
-        Assignment.objects.filter(reader=OuterRef("user_id"), example__in=blinding.conflicting_examples(example))
-    )
+    return Assignment.objects.filter(example__in=blinding.conflicting_examples(example)).values("reader_id")
 
 
 def eligible_readers(example: Example) -> list[AbstractBaseUser]:
@@ -537,7 +536,7 @@ def eligible_readers(example: Example) -> list[AbstractBaseUser]:
         )
         .select_related("user")
     )
-    members = members.exclude(_read_a_conflicting_example(example))
+    members = members.exclude(user_id__in=_readers_of_conflicting_examples(example))
     ranked = sorted(members, key=lambda m: (m.load, tiebreak(study.seed, "route", example.public_id, m.user_id)))
     return [m.user for m in ranked]
 
