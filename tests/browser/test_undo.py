@@ -22,6 +22,18 @@ def _window(reader: AbstractBaseUser, seconds: int) -> None:
     Study.objects.filter(pk=queue(reader)[0].study_id).update(undo_window_seconds=seconds)
 
 
+def _save_the_first_item(page: Page, reader: AbstractBaseUser, window: int) -> tuple:
+    """Log in, rate the first Task 1 item Realistic by keyboard, and land on the second; (first, second)."""
+    _window(reader, window)
+    first, second, *_ = queue(reader)
+    log_in(page, reader)
+    page.goto(reading_path(first))
+    page.keyboard.press("1")
+    page.keyboard.press("Control+Enter")
+    expect(page).to_have_url(at_path(reading_path(second)))
+    return first, second
+
+
 def test_a_reader_takes_back_a_slip_and_corrects_it_by_keyboard_alone(
     page: Page, console: ConsoleWatch, queue_reader: AbstractBaseUser
 ) -> None:
@@ -79,14 +91,7 @@ def test_a_reader_takes_back_a_slip_and_corrects_it_by_keyboard_alone(
 def test_when_the_window_closes_the_notice_says_so_and_undo_is_refused(
     page: Page, console: ConsoleWatch, queue_reader: AbstractBaseUser
 ) -> None:
-    _window(queue_reader, 2)
-    first, second, *_ = queue(queue_reader)
-    log_in(page, queue_reader)
-    page.goto(reading_path(first))
-
-    page.keyboard.press("1")
-    page.keyboard.press("Control+Enter")
-    expect(page).to_have_url(at_path(reading_path(second)))
+    first, second = _save_the_first_item(page, queue_reader, 2)
     expect(page.locator("#undo-button")).to_be_visible()
 
     # The page counts the window down by itself.
@@ -168,13 +173,7 @@ def test_the_undo_notice_states_pass_axe_in_both_themes(page: Page, queue_reader
 def test_single_keys_pressed_on_the_undo_button_do_not_rate_the_next_item(
     page: Page, console: ConsoleWatch, queue_reader: AbstractBaseUser
 ) -> None:
-    _window(queue_reader, 120)
-    first, second, *_ = queue(queue_reader)
-    log_in(page, queue_reader)
-    page.goto(reading_path(first))
-    page.keyboard.press("1")
-    page.keyboard.press("Control+Enter")
-    expect(page).to_have_url(at_path(reading_path(second)))
+    first, second = _save_the_first_item(page, queue_reader, 120)
 
     undo = page.locator("#undo-button")
     undo.focus()
