@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Q, QuerySet
 
-from annotation.models import Example, ReportType, Study, Task
+from annotation.models import CandidatePair, Example, ReportType, Study, Task
 
 Exam = tuple[int, str]  # (dataset pk, study id in the dataset)
 ConflictKey = tuple[str, object]
@@ -59,19 +59,22 @@ def example_keys(example: Example) -> tuple:
 def conflicting_examples(example: Example) -> QuerySet:
     """The study's examples that share a conflict key with example, example itself included."""
     pair = example.pair
-    same_exam = Q(
-        study_id=example.study_id, pair__dataset_id=pair.dataset_id, pair__source_study_id=pair.source_study_id
-    )
+    # Read through the exam's pairs (the pair_exam index), then their examples (by pair): a few rows
+    # whatever the study's size.
+    exam_pairs = CandidatePair.objects.filter(
+        source_study_id=pair.source_study_id, dataset_id=pair.dataset_id, study_id=example.study_id
+    ).values("pk")
+    of_exam = Example.objects.filter(pair_id__in=exam_pairs)
     if example.study.keep_versions_apart:
-        return Example.objects.filter(same_exam)
+        return of_exam
     shows_original = Q(task=Task.EQUIVALENCE) | Q(report_type=ReportType.ORIGINAL)
     shows_rewrite = Q(task=Task.EQUIVALENCE) | Q(report_type=ReportType.ALTERNATIVE)
     wanted = Q(pk=example.pk)
     if example.task == Task.EQUIVALENCE or example.report_type == ReportType.ORIGINAL:
-        wanted |= same_exam & shows_original
+        wanted |= shows_original
     if example.task == Task.EQUIVALENCE or example.report_type == ReportType.ALTERNATIVE:
         wanted |= Q(pair_id=example.pair_id) & shows_rewrite
-    return Example.objects.filter(wanted)
+    return of_exam.filter(wanted)
 
 
 def refusal(study: Study) -> str:
