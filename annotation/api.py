@@ -52,8 +52,9 @@ from annotation.practice import (
     show_practice,
     submit_practice,
 )
-from annotation.reading import next_assignment, queue_position, reader_queues, reading_item, undo_seconds_left
+from annotation.reading import queue_position, reading_item, undo_seconds_left
 from annotation.services import ImportReport, SamplingRefused, import_pairs, import_rewrites, sample_pairs
+from consensus import reserve
 from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.services import (
     AlreadySubmitted,
@@ -304,6 +305,7 @@ def _own_assignment(request: Request, assignment_id: uuid.UUID | str) -> Assignm
         return (
             Assignment.objects.select_related("example__pair", "example__study", "annotation")
             .exclude(status=AssignmentStatus.WITHDRAWN)
+            .exclude(held=True)  # still in the reader's reserve (consensus.reserve): not theirs to open yet
             .get(public_id=assignment_id, reader=request.user)
         )
     except Assignment.DoesNotExist:
@@ -386,7 +388,7 @@ class ReadingViewSet(viewsets.ViewSet):
             raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
         if is_judge(request.user):
             return judge_api.next_item(request, task, request.query_params.get("study"))
-        assignment = next_assignment(request.user, task=task, study_slug=request.query_params.get("study"))
+        assignment = reserve.next_assignment(request.user, task=task, study_slug=request.query_params.get("study"))
         if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         if step := pending_step(request.user, assignment.example.study, task):
@@ -448,7 +450,7 @@ class ReadingViewSet(viewsets.ViewSet):
         except ConsensusNotFound:
             raise NotFoundError from None
         example = result.annotation.example
-        following = next_assignment(request.user, task=example.task, study_id=example.study_id)
+        following = reserve.next_assignment(request.user, task=example.task, study_id=example.study_id)
         body = {
             "rating": result.annotation.rating,
             "rationale": result.annotation.rationale,
@@ -490,7 +492,7 @@ class ReadingViewSet(viewsets.ViewSet):
         """Your queues: done / assigned per study and task. Nothing about other readers."""
         if is_judge(request.user):
             return judge_api.progress(request)
-        return Response(serializers.QueueSerializer(reader_queues(request.user), many=True).data)
+        return Response(serializers.QueueSerializer(reserve.reader_queues(request.user), many=True).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("study", str, required=True, description="Study slug.")],

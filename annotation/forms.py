@@ -1,6 +1,7 @@
 from django import forms
 
 from annotation.models import (
+    DEFAULT_RESERVE_PERCENT,
     DEFAULT_UNDO_WINDOW_SECONDS,
     GUIDE_MAX_LENGTH,
     RATIONALE_MAX_LENGTH,
@@ -15,16 +16,21 @@ from annotation.models import (
 class StudyForm(forms.ModelForm):
     class Meta:
         model = Study
-        fields = ["name", "slug", "keep_versions_apart", "undo_window_seconds"]
+        fields = ["name", "slug", "keep_versions_apart", "undo_window_seconds", "reserve_percent"]
         help_texts = {"slug": "Short name used in URLs and commands, e.g. reref-2026."}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["undo_window_seconds"].required = False
+        self.fields["reserve_percent"].required = False
 
     def clean_undo_window_seconds(self) -> int:
         value = self.cleaned_data["undo_window_seconds"]
         return DEFAULT_UNDO_WINDOW_SECONDS if value is None else value
+
+    def clean_reserve_percent(self) -> int:
+        value = self.cleaned_data["reserve_percent"]
+        return DEFAULT_RESERVE_PERCENT if value is None else value
 
 
 class UndoWindowForm(forms.ModelForm):

@@ -95,6 +95,9 @@ RATIONALE_MAX_LENGTH = 10_000
 # How long a reader may take back a rating by default, and at most (a longer window only delays routing).
 DEFAULT_UNDO_WINDOW_SECONDS = 120
 MAX_UNDO_WINDOW_SECONDS = 3600
+# Initial reads held in each reader's reserve (consensus.reserve).
+DEFAULT_RESERVE_PERCENT = 80
+MAX_RESERVE_PERCENT = 90
 
 
 def rationale_fits() -> LessThanOrEqual:
@@ -218,6 +221,17 @@ class Study(models.Model):
         "readers: each item of an exam needs its own 2 (3 with a third read). Off, a reader may get several items "
         "of one exam but never one report text twice.",
     )
+    reserve_percent = models.PositiveSmallIntegerField(
+        "reserve (% of initial reads)",
+        default=DEFAULT_RESERVE_PERCENT,
+        validators=[MaxValueValidator(MAX_RESERVE_PERCENT)],
+        help_text="Share of each reader's initial reads held back when their queue is drawn, and given to them "
+        "with the reads routed to them later (third reads, refills), so that a third read comes mixed among "
+        "initial reads instead of at the end of a queue, where it would tell the reader that two colleagues "
+        "disagreed. Costs time: a reader whose queue is empty waits while colleagues are reading (items come as "
+        "they do), so nobody reads far ahead of the others. 0 turns it off (third reads then gather at the end "
+        f"of queues). At most {MAX_RESERVE_PERCENT}.",
+    )
     license_text = models.TextField(
         blank=True, help_text="The licence of the release files (LICENSE.txt), unless a build supplies one."
     )
@@ -255,6 +269,9 @@ class Study(models.Model):
             models.CheckConstraint(condition=Q(reads_per_example=2), name="study_reads_per_example_is_2"),
             models.CheckConstraint(
                 condition=Q(undo_window_seconds__lte=MAX_UNDO_WINDOW_SECONDS), name="study_undo_window_at_most_an_hour"
+            ),
+            models.CheckConstraint(
+                condition=Q(reserve_percent__lte=MAX_RESERVE_PERCENT), name="study_reserve_percent_at_most_max"
             ),
         ]
         permissions = [
@@ -611,6 +628,11 @@ class Assignment(models.Model):
         default=0, db_default=0, help_text="Time on task of the ratings of this read its reader took back."
     )
     resumed_at = models.DateTimeField(null=True, blank=True, help_text="When its reader last took back its rating.")
+    held = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Open but in its reader's reserve: not given to them until released (consensus.reserve).",
+    )
 
     objects = AssignmentQuerySet.as_manager()
 
@@ -634,8 +656,14 @@ class Assignment(models.Model):
             # A reader's next item, in any study or in one: the first entry of this index.
             models.Index(
                 fields=["reader", "task", "study", "queue_order", "id"],
-                condition=Q(status="open"),
+                condition=Q(status="open", held=False),
                 name="assignment_open_queue",
+            ),
+            # A reader's reserve in one queue, in the order it is released.
+            models.Index(
+                fields=["reader", "study", "task", "queue_order"],
+                condition=Q(status="open", held=True),
+                name="assignment_reserve",
             ),
         ]
 
@@ -648,7 +676,14 @@ class Assignment(models.Model):
         adding = self._state.adding
         super().save(*args, **kwargs)
         if adding and self.status == AssignmentStatus.OPEN:
-            queues.count(self.reader_id, self.study_id, self.task, opened=1)
+            queues.count(
+                self.reader_id,
+                self.study_id,
+                self.task,
+                opened=0 if self.held else 1,
+                held=1 if self.held else 0,
+                third_reads=1 if self.slot == THIRD_READ_SLOT else 0,
+            )
 
     @property
     def is_third_read(self) -> bool:
@@ -663,8 +698,10 @@ class ReaderQueueQuerySet(models.QuerySet):
             Assignment.objects.filter(study=study)
             .values("reader_id", "task")
             .annotate(
-                open_count=models.Count("pk", filter=Q(status=AssignmentStatus.OPEN)),
+                open_count=models.Count("pk", filter=Q(status=AssignmentStatus.OPEN, held=False)),
+                held_count=models.Count("pk", filter=Q(status=AssignmentStatus.OPEN, held=True)),
                 rated_count=models.Count("pk", filter=Q(status__in=[AssignmentStatus.DONE, AssignmentStatus.VOIDED])),
+                third_read_count=models.Count("pk", filter=Q(slot=THIRD_READ_SLOT)),
             )
             .order_by()
         )
@@ -682,8 +719,23 @@ class ReaderQueue(models.Model):
     reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
     task = models.CharField(max_length=16, choices=Task.choices)
-    open_count = models.PositiveIntegerField(default=0, help_text="Open assignments (not yet rated).")
+    open_count = models.PositiveIntegerField(default=0, help_text="Open assignments the reader can be given now.")
+    held_count = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Open assignments held in the reader's reserve (consensus.reserve)."
+    )
     rated_count = models.PositiveIntegerField(default=0, help_text="Ratings given, voided ones included.")
+    third_read_count = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Third reads given to the reader (any status; one withdrawn before it was shown is gone).",
+    )
+    second_read_count = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="The reader's ratings that gave an example its second settled read (with the third reads: the "
+        "study's share of disagreements, consensus.reserve).",
+    )
+    last_rated_at = models.DateTimeField(null=True, blank=True, help_text="When the reader last rated in this queue.")
 
     objects = ReaderQueueQuerySet.as_manager()
 
@@ -691,10 +743,17 @@ class ReaderQueue(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["reader", "study", "task"], name="readerqueue_one_per_reader_study_task"),
             models.CheckConstraint(condition=Q(open_count__gte=0, rated_count__gte=0), name="readerqueue_counts_gte_0"),
+            models.CheckConstraint(
+                condition=Q(held_count__gte=0, third_read_count__gte=0, second_read_count__gte=0),
+                name="readerqueue_reserve_counts_gte_0",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.reader} {self.study} {self.task}: {self.open_count} open, {self.rated_count} rated"
+        return (
+            f"{self.reader} {self.study} {self.task}: {self.open_count} open, {self.held_count} held, "
+            f"{self.rated_count} rated"
+        )
 
 
 class Annotation(models.Model):

@@ -14,27 +14,49 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from django.db import connection
+from django.utils import timezone
 
 Key = tuple[int, int, str]  # (reader id, study id, task)
+# The counters of a queue, in the order count() takes and _write() writes them.
+COUNTERS = ("open_count", "rated_count", "held_count", "third_read_count", "second_read_count")
 
 _pending: ContextVar[dict[Key, list[int]] | None] = ContextVar("readingroom_queue_counts", default=None)
 
 
-def count(reader_id: int, study_id: int, task: str, *, opened: int = 0, rated: int = 0) -> None:
-    """Record that a queue gained `opened` open items (negative: lost) and `rated` ratings."""
+def count(
+    reader_id: int,
+    study_id: int,
+    task: str,
+    *,
+    opened: int = 0,
+    rated: int = 0,
+    held: int = 0,
+    third_reads: int = 0,
+    second_reads: int = 0,
+) -> None:
+    """Record that a queue gained `opened` open items it can give (negative: lost), `rated` ratings,
+    `held` items in its reserve, `third_reads` third reads and `second_reads` ratings that gave an
+    example its second settled read."""
+    deltas = (opened, rated, held, third_reads, second_reads)
     pending = _pending.get()
     if pending is None:
-        _write({(reader_id, study_id, task): [opened, rated]})
+        _write({(reader_id, study_id, task): list(deltas)})
         return
-    entry = pending.setdefault((reader_id, study_id, task), [0, 0])
-    entry[0] += opened
-    entry[1] += rated
+    entry = pending.setdefault((reader_id, study_id, task), [0] * len(COUNTERS))
+    for position, delta in enumerate(deltas):
+        entry[position] += delta
 
 
 def count_opened(rows: Counter[Key]) -> None:
     """Many new open items at once: rows maps (reader, study, task) to how many."""
     for (reader_id, study_id, task), n in rows.items():
         count(reader_id, study_id, task, opened=n)
+
+
+def count_held(rows: Counter[Key]) -> None:
+    """Many new items in readers' reserves at once: rows maps (reader, study, task) to how many."""
+    for (reader_id, study_id, task), n in rows.items():
+        count(reader_id, study_id, task, held=n)
 
 
 @contextmanager
@@ -57,17 +79,32 @@ def counting() -> Iterator[None]:
 
 
 def _write(changes: dict[Key, list[int]]) -> None:
-    rows = [(r, s, t, max(o, 0), max(n, 0), o, n) for (r, s, t), (o, n) in sorted(changes.items()) if o or n]
+    now = timezone.now()
+    rows = [
+        (
+            *key,
+            *(max(delta, 0) for delta in deltas),
+            now if deltas[1] > 0 else None,
+            *deltas,
+            now if deltas[1] > 0 else None,
+        )
+        for key, deltas in sorted(changes.items())
+        if any(deltas)
+    ]
     if not rows:
         return
     # One upsert per queue (SQLite and PostgreSQL both speak ON CONFLICT). The deltas go in as
     # parameters of the UPDATE: the row proposed for the INSERT must itself pass the check
     # constraints, which a decrement would not. A counter that would go below zero fails the
-    # check constraint and with it the whole transaction.
+    # check constraint and with it the whole transaction. A rating given stamps last_rated_at.
+    table = "annotation_readerqueue"
+    columns = ", ".join(COUNTERS)
+    placeholders = ", ".join(["%s"] * len(COUNTERS))
+    updates = ", ".join(f"{name} = {table}.{name} + %s" for name in COUNTERS)
     sql = (
-        "INSERT INTO annotation_readerqueue (reader_id, study_id, task, open_count, rated_count) "
-        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (reader_id, study_id, task) DO UPDATE SET "
-        "open_count = annotation_readerqueue.open_count + %s, rated_count = annotation_readerqueue.rated_count + %s"
+        f"INSERT INTO {table} (reader_id, study_id, task, {columns}, last_rated_at) "  # noqa: S608
+        f"VALUES (%s, %s, %s, {placeholders}, %s) ON CONFLICT (reader_id, study_id, task) DO UPDATE SET "
+        f"{updates}, last_rated_at = COALESCE(%s, {table}.last_rated_at)"
     )
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)

@@ -114,12 +114,21 @@ def reader_queues(reader) -> list[dict]:
     Never a total: a total grows when a third read is routed to the reader, and would tell them
     that two colleagues disagreed. One query, on the queue counters.
     """
-    rows = (
+    return queues_shown(queue_counts(reader))
+
+
+def queue_counts(reader) -> list[dict]:
+    """The counters of the reader's queues that have or had work (one query)."""
+    return list(
         ReaderQueue.objects.filter(reader=reader)
-        .filter(Q(open_count__gt=0) | Q(rated_count__gt=0))
-        .values("study__slug", "study__name", "task", "open_count", "rated_count")
+        .filter(Q(open_count__gt=0) | Q(rated_count__gt=0) | Q(held_count__gt=0))
+        .values("study_id", "study__slug", "study__name", "task", "open_count", "rated_count", "held_count")
         .order_by("study__name", "task")
     )
+
+
+def queues_shown(rows: list[dict]) -> list[dict]:
+    """What the reader is shown of their queue counters: nothing of their reserve (consensus.reserve)."""
     return [
         {
             "study_slug": row["study__slug"],
@@ -130,6 +139,7 @@ def reader_queues(reader) -> list[dict]:
             "waiting": row["open_count"] > 0,
         }
         for row in rows
+        if row["open_count"] or row["rated_count"]
     ]
 
 
@@ -182,7 +192,8 @@ def next_assignment(
     inner SELECT walks the reader-queue index (reader, study, task, status, queue_order) and
     stops at the first entry; the joins apply to that one row only.
     """
-    queue = Assignment.objects.filter(reader=reader, task=task).open()
+    # Not a read in the reader's reserve (consensus.reserve): it is not theirs to be given yet.
+    queue = Assignment.objects.filter(reader=reader, task=task, held=False).open()
     if study_id is not None:
         queue = queue.filter(study_id=study_id)
     if study_slug is not None:

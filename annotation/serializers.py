@@ -34,6 +34,7 @@ class StudySerializer(serializers.ModelSerializer):
             "reads_per_example",
             "keep_versions_apart",
             "undo_window_seconds",
+            "reserve_percent",
             "sample_seed",
             "sample_per_variation",
             "sample_datasets",
@@ -55,7 +56,9 @@ class StudySerializer(serializers.ModelSerializer):
 
     def create(self, validated_data: dict) -> Study:
         study = Study.objects.create_with_taxonomy(slug=validated_data["slug"], name=validated_data["name"])
-        chosen = [key for key in ("keep_versions_apart", "undo_window_seconds") if key in validated_data]
+        chosen = [
+            key for key in ("keep_versions_apart", "undo_window_seconds", "reserve_percent") if key in validated_data
+        ]
         if chosen:
             for key in chosen:
                 setattr(study, key, validated_data[key])

@@ -59,15 +59,14 @@ from annotation.practice import (
 from annotation.preferences import current_preferences, remember_preferences
 from annotation.reading import (
     home_studies,
-    next_assignment,
     queue_position,
-    reader_queues,
     reading_item,
     saved_notice,
     taken_back_rating,
 )
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs, save_preferences
+from consensus import reserve
 from consensus.adjudication import adjudication_queue, adjudication_queues, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
@@ -162,9 +161,10 @@ def study_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         with transaction.atomic():
             study = Study.objects.create_with_taxonomy(slug=form.cleaned_data["slug"], name=form.cleaned_data["name"])
-            study.keep_versions_apart = form.cleaned_data["keep_versions_apart"]
-            study.undo_window_seconds = form.cleaned_data["undo_window_seconds"]
-            study.save(update_fields=["keep_versions_apart", "undo_window_seconds"])
+            settings_chosen = ["keep_versions_apart", "undo_window_seconds", "reserve_percent"]
+            for field in settings_chosen:
+                setattr(study, field, form.cleaned_data[field])
+            study.save(update_fields=settings_chosen)
         return redirect(study)
     studies = Study.objects.order_by("name")
     return render(request, "annotation/study_list.html", {"studies": studies, "form": form})
@@ -324,10 +324,11 @@ def _reading_context(request: HttpRequest, assignment: Assignment, form: RatingF
 def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignment:
     # Another reader's assignment is a 404, exactly like one that does not exist; so is one that was
     # withdrawn from this reader's queue (kept only because they had seen it).
+    # A read still in the reader's reserve (consensus.reserve) is not theirs to open yet.
     return get_object_or_404(
-        Assignment.objects.select_related("example__pair", "example__study", "annotation").exclude(
-            status=AssignmentStatus.WITHDRAWN
-        ),
+        Assignment.objects.select_related("example__pair", "example__study", "annotation")
+        .exclude(status=AssignmentStatus.WITHDRAWN)
+        .exclude(held=True),
         public_id=assignment_id,
         reader=request.user,
     )
@@ -335,7 +336,9 @@ def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignmen
 
 @role_required(Role.READER, Role.ADJUDICATOR)
 def reader_home(request: HttpRequest) -> HttpResponse:
-    queues = reader_queues(request.user) if has_role(request.user, Role.READER) else []
+    queues = []
+    if has_role(request.user, Role.READER):
+        queues = reserve.reader_queues(request.user)
     adjudicates = has_role(request.user, Role.ADJUDICATOR)
     adjudications = adjudication_queues(request.user) if adjudicates else []
     studies = home_studies(queues, adjudications)
@@ -366,7 +369,7 @@ def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
     if step is not None:
         messages.info(request, step.detail)
         return redirect(_step_url(step, study, task))
-    assignment = next_assignment(request.user, task=task, study_id=study.pk)
+    assignment = reserve.next_assignment(request.user, task=task, study_id=study.pk)
     if assignment is None:
         messages.success(
             request,
@@ -432,7 +435,7 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
         messages.info(request, step.detail)
         url = _step_url(step, example.study, example.task)
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-    following = next_assignment(request.user, task=example.task, study_id=example.study_id)
+    following = reserve.next_assignment(request.user, task=example.task, study_id=example.study_id)
     if not request.htmx:
         return redirect("reading_page", following.public_id) if following else redirect("reader_home")
     notice = saved_notice(request.user, saved=result.annotation)

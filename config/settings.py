@@ -6,6 +6,8 @@ DEBUG          off by default
 ALLOWED_HOSTS  comma-separated
 READINGROOM_RELEASES_DIR  where built release zips are kept (default: releases/ in the project)
 READINGROOM_RESULTS_DIR   where computed study results are kept (default: results/ in the project)
+READINGROOM_RESERVE_QUIET_SECONDS  a reader with an empty queue waits for colleagues who rated within
+                          this many seconds before their reserve is opened (default 300; consensus.reserve)
 """
 
 from pathlib import Path
@@ -162,6 +164,10 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = DEBUG
+
+# A reader whose queue is empty waits this long after a colleague's last rating before a read comes
+# from their reserve (consensus.reserve): while colleagues read, third reads come mixed with others.
+READINGROOM_RESERVE_QUIET_SECONDS = env_int("READINGROOM_RESERVE_QUIET_SECONDS", 300)
 
 # Uploads: the import service enforces its own limit with a clear message; Django's in-memory
 # threshold stays small so large files spool to disk.

@@ -35,7 +35,7 @@ from annotation.models import (
 )
 from annotation.roles import has_role
 from annotation.services import BATCH_SIZE, Progress
-from consensus import blinding
+from consensus import blinding, reserve
 from consensus.services import create_routed_assignment, lock_example, route_unrouted, withdraw_open_assignment
 
 
@@ -141,6 +141,10 @@ def assign_readers(
                 "not read the example or another item it is kept apart from). Add readers or raise caps, then "
                 "assign again."
             )
+    if study.reserve_percent:
+        # Nobody starts with everything in their reserve (the counters are written now).
+        with transaction.atomic(), queues.counting():
+            reserve.open_empty_queues(study)
     return report
 
 
@@ -172,6 +176,8 @@ class _ReaderPool:
         self.total = [0] * len(members)
         self.by_task = {task: [0] * len(members) for task in Task.values}
         self.queue_hash = {user_id: _SeededHash(study.seed, "queue", user_id) for user_id in self.ids}
+        self.reserve_percent = study.reserve_percent
+        self.reserve_hash = {user_id: _SeededHash(study.seed, "reserve", user_id) for user_id in self.ids}
         index = {user_id: i for i, user_id in enumerate(self.ids)}
         loads = (
             Assignment.objects.filter(
@@ -221,6 +227,13 @@ class _ReaderPool:
     def queue_order(self, reader_pk: int, example_public_id: uuid.UUID) -> int:
         """Where the example goes in the reader's queue: a shuffle seeded by the study, as for every queue."""
         return self.queue_hash[reader_pk](example_public_id)
+
+    def holds(self, reader_pk: int, example_public_id: uuid.UUID) -> bool:
+        """Whether the read goes to the reader's reserve (consensus.reserve): a seeded draw per read,
+        true for about the study's reserve_percent of them."""
+        return (
+            bool(self.reserve_percent) and self.reserve_hash[reader_pk](example_public_id) % 100 < self.reserve_percent
+        )
 
 
 ChunkRow = tuple[int, int, int, str, str, tuple[int, str], uuid.UUID]
@@ -341,7 +354,7 @@ def _assign_chunk(
             free[example_pk].remove(slot)
 
     unfilled = 0
-    new: list[tuple[int, str, int, int, int]] = []
+    new: list[tuple[int, str, int, int, int, bool]] = []
     for _, example_pk, pair_pk, task, report_type, exam, public_id in chunk:
         keys = blinding.conflict_keys(keep_apart, exam, pair_pk, task, report_type)
         for slot in free[example_pk]:
@@ -350,7 +363,8 @@ def _assign_chunk(
             if reader_pk is None:
                 unfilled += 1
                 continue
-            new.append((reader_pk, task, pool.queue_order(reader_pk, public_id), example_pk, slot))
+            queue_order = pool.queue_order(reader_pk, public_id)
+            new.append((reader_pk, task, queue_order, example_pk, slot, pool.holds(reader_pk, public_id)))
             seen[example_pk].add(reader_pk)
             for key in keys:
                 key_seen[key].add(reader_pk)
@@ -375,6 +389,7 @@ class _AssignmentWriter:
         "queue_order",
         "created_at",
         "report_a_type",
+        "held",
     )
     AUDIT_FIELDS = ("created_at", "study", "action", "actor", "example", "subject", "before", "after")
 
@@ -385,8 +400,8 @@ class _AssignmentWriter:
         self.empty = AuditEvent._meta.get_field("before").get_db_prep_value({}, connection)
         self.written = 0
 
-    def write(self, new: list[tuple[int, str, int, int, int]]) -> None:
-        """new: (reader pk, task, queue order, example pk, slot) per assignment, in storage order."""
+    def write(self, new: list[tuple[int, str, int, int, int, bool]]) -> None:
+        """new: (reader pk, task, queue order, example pk, slot, held) per assignment, in storage order."""
         if not new:
             return
         uuid_value = Assignment._meta.get_field("public_id").get_db_prep_value
@@ -407,8 +422,11 @@ class _AssignmentWriter:
                     queue_order,
                     self.now,
                     "",
+                    held,
                 )
-                for public_id, (reader_pk, task, queue_order, example_pk, slot) in zip(public_ids, new, strict=True)
+                for public_id, (reader_pk, task, queue_order, example_pk, slot, held) in zip(
+                    public_ids, new, strict=True
+                )
             ),
         )
         _insert_rows(
@@ -425,11 +443,12 @@ class _AssignmentWriter:
                     self.empty,
                     json_value({"assignment": str(public_id), "slot": slot, "how": "automatic"}, connection),
                 )
-                for public_id, (reader_pk, _, _, example_pk, slot) in zip(public_ids, new, strict=True)
+                for public_id, (reader_pk, _, _, example_pk, slot, _) in zip(public_ids, new, strict=True)
             ),
         )
         # Written past Assignment.save(): count the new open items in their readers' queues here.
-        queues.count_opened(Counter((reader_pk, self.study_pk, task) for reader_pk, task, *_ in new))
+        queues.count_opened(Counter((reader_pk, self.study_pk, task) for reader_pk, task, *_, held in new if not held))
+        queues.count_held(Counter((reader_pk, self.study_pk, task) for reader_pk, task, *_, held in new if held))
         self.written += len(new)
 
 

@@ -59,14 +59,12 @@ from annotation.models import (
     Task,
     tiebreak,
 )
-from consensus import blinding
+from consensus import blinding, reserve
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 
 logger = logging.getLogger("readingroom.consensus")
 
 INITIAL_SLOTS = (1, 2)
-# queue_order values are drawn from [0, 2**63): tiebreak() keeps 63 bits.
-QUEUE_ORDER_END = 2**63
 
 
 class SubmissionRefused(Exception):
@@ -240,7 +238,7 @@ def _store_annotation(
         return SubmitResult(stored, created=False)
     if assignment.status == AssignmentStatus.DONE:
         raise AlreadySubmitted(stored)
-    if assignment.status in (AssignmentStatus.VOIDED, AssignmentStatus.WITHDRAWN):
+    if assignment.status in (AssignmentStatus.VOIDED, AssignmentStatus.WITHDRAWN) or assignment.held:
         raise NotFound
     if require_shown and assignment.first_shown_at is None:
         raise NotShownYet
@@ -298,12 +296,16 @@ def route_example(example: Example, *, actor: AbstractBaseUser | None = None, re
     the consensus (adjudicated). With refill (after a void), free initial slots get readers too.
     Only settled ratings count; a rating still in its undo window is a read under way.
     """
-    ratings = list(
+    settled = list(
         example.annotations.filter(voided_at__isnull=True, settled_at__isnull=False)
         .order_by("pk")
-        .values_list("rating", flat=True)
+        .values_list("rating", "reader_id")
     )
+    ratings = [rating for rating, _ in settled]
     count = len(ratings)
+    if count == 2 and example.state == ExampleState.WAITING:
+        # Its two first reads are in: the reserve's estimate of how often readers disagree counts it.
+        queues.count(settled[-1][1], example.study_id, example.task, second_reads=1)
 
     if count == 2 and ratings[0] == ratings[1]:
         _decide(example, ratings[0], LabelSource.UNANIMOUS, count, actor=actor)
@@ -422,7 +424,15 @@ def withdraw_open_assignment(
         assignment.status = AssignmentStatus.WITHDRAWN
     else:
         assignment.delete()
-    queues.count(assignment.reader_id, example.study_id, example.task, opened=-1)
+    queues.count(
+        assignment.reader_id,
+        example.study_id,
+        example.task,
+        opened=0 if assignment.held else -1,
+        held=-1 if assignment.held else 0,
+        # A third read that leaves no row was never given: it does not count among the reader's.
+        third_reads=-1 if assignment.is_third_read and not shown else 0,
+    )
 
 
 def _route_reads(example: Example, needed: int, *, action: str, actor: AbstractBaseUser | None) -> None:
@@ -454,24 +464,16 @@ def create_routed_assignment(example: Example, reader: AbstractBaseUser, slot: i
     void, a read for a reader who joined late, or one given by hand. Caller holds the example's lock.
 
     It takes a random place among the reader's open items after the first (which may be on their
-    screen): the open items' places are uniform draws above the first, so this one, drawn the same
-    way, is at any of their ranks with equal chance. A read routed because two readers disagreed
-    then does not stand out by where it comes in the queue. One index lookup, whatever the
-    queue's length.
+    screen), so a read routed because two readers disagreed does not stand out by where it comes
+    in the queue; and reads from the reader's reserve come with it (consensus.reserve), so it does
+    not stand out at the end of the queue either. Index lookups, whatever the queue's length.
     """
-    draw = tiebreak(example.study.seed, "queue", reader.pk, example.public_id)
-    first_open = (
-        Assignment.objects.filter(
-            reader=reader, task=example.task, study_id=example.study_id, status=AssignmentStatus.OPEN
-        )
-        .order_by("queue_order")
-        .values_list("queue_order", flat=True)
-        .first()
-    )
-    if first_open is not None and first_open + 1 < QUEUE_ORDER_END:
-        # Scaled, not reduced modulo the span: a modulo would favour the span's lower part.
-        draw = first_open + 1 + draw * (QUEUE_ORDER_END - first_open - 1) // QUEUE_ORDER_END
-    return Assignment.objects.create(example=example, reader=reader, slot=slot, queue_order=draw)
+    study = example.study
+    first_open = reserve.first_open_place(reader.pk, example.study_id, example.task)
+    draw = reserve.place_after(first_open, tiebreak(study.seed, "queue", reader.pk, example.public_id))
+    assignment = Assignment.objects.create(example=example, reader=reader, slot=slot, queue_order=draw)
+    reserve.release_escorts(study, example.task, reader.pk, example.public_id, first_open=first_open)
+    return assignment
 
 
 def _mark_unrouted(example: Example, *, actor: AbstractBaseUser | None, missing: str, reason: str) -> None:
@@ -516,28 +518,32 @@ def eligible_readers(example: Example) -> list[AbstractBaseUser]:
     """Readers of the study who may read this example now, best first.
 
     Never one who has (or had) an assignment on it or on an example it conflicts with (the same
-    report text; keeping versions apart, the same exam: consensus.blinding). Least loaded (open items in the
-    study, from the queue counters) first. One query, whatever the queues' lengths.
+    report text; keeping versions apart, the same exam: consensus.blinding). Without a reserve,
+    least loaded (open items in the study, from the queue counters) first. With one, the most reads
+    ahead of them in this task (open and held) first: the read lands among many and their reserve
+    can escort it (consensus.reserve). One query, whatever the queues' lengths.
     """
     study = example.study
+    queues_of_member = ReaderQueue.objects.filter(reader=OuterRef("user_id"), study=study).values("reader")
     members = (
         StudyMember.objects.able(study, MemberRole.READER)
         .exclude(Exists(Assignment.objects.filter(example=example, reader=OuterRef("user_id"))))
         .annotate(
-            load=Coalesce(
+            load=Coalesce(Subquery(queues_of_member.annotate(n=Sum("open_count")).values("n")), 0),
+            ahead=Coalesce(
                 Subquery(
-                    ReaderQueue.objects.filter(reader=OuterRef("user_id"), study=study)
-                    .values("reader")
-                    .annotate(n=Sum("open_count"))
-                    .values("n")
+                    queues_of_member.filter(task=example.task).annotate(n=F("open_count") + F("held_count")).values("n")
                 ),
                 0,
-            )
+            ),
         )
         .select_related("user")
     )
     members = members.exclude(user_id__in=_readers_of_conflicting_examples(example))
-    ranked = sorted(members, key=lambda m: (m.load, tiebreak(study.seed, "route", example.public_id, m.user_id)))
+    if study.reserve_percent:
+        ranked = sorted(members, key=lambda m: (-m.ahead, tiebreak(study.seed, "route", example.public_id, m.user_id)))
+    else:
+        ranked = sorted(members, key=lambda m: (m.load, tiebreak(study.seed, "route", example.public_id, m.user_id)))
     return [m.user for m in ranked]
 
 
@@ -897,14 +903,7 @@ def undo_last_rating(reader: AbstractBaseUser, *, now: datetime | None = None) -
             raise UndoRefused(_why_not_undoable(reader))
         assignment = annotation.assignment
         annotation.delete()
-        first_open = (
-            Assignment.objects.filter(
-                reader=reader, study_id=assignment.study_id, task=assignment.task, status=AssignmentStatus.OPEN
-            )
-            .order_by("queue_order")
-            .values_list("queue_order", flat=True)
-            .first()
-        )
+        first_open = reserve.first_open_place(reader.pk, assignment.study_id, assignment.task)
         assignment.status = AssignmentStatus.OPEN
         assignment.queue_order = assignment.queue_order if first_open is None else first_open - 1
         assignment.time_before_undo_ms = annotation.duration_ms or 0

@@ -28,6 +28,9 @@ def make_study(slug: str | None = None, **fields) -> Study:
     slug = slug or f"study-{next(_counter)}"
     # Undo off (ratings route at once) unless a test asks for a window: the protocol tests need no clock.
     fields.setdefault("undo_window_seconds", 0)
+    # No reserve unless a test asks for one (tests/consensus/test_reserve.py): a reader's queue is then
+    # every read drawn for them, as the protocol tests expect.
+    fields.setdefault("reserve_percent", 0)
     study = Study.objects.create_with_taxonomy(slug=slug, name=fields.pop("name", slug))
     if fields:
         Study.objects.filter(pk=study.pk).update(**fields)
@@ -122,6 +125,7 @@ def make_reading_study(
     slug: str | None = None,
     pairs_per_exam: int = 1,
     readers_beyond_initial: int | None = None,
+    reserve_percent: int = 0,
 ):
     """A sampled study with enrolled readers and adjudicators, its examples assigned.
 
@@ -136,7 +140,7 @@ def make_reading_study(
     from consensus.assignment import assign_readers
     from consensus.blinding import readers_needed
 
-    study = make_study(slug, keep_versions_apart=keep_versions_apart)
+    study = make_study(slug, keep_versions_apart=keep_versions_apart, reserve_percent=reserve_percent)
     variations = list(study.variations.values_list("key", flat=True))
     assert pairs_per_exam <= len(variations), "the pairs of an exam need distinct variations"
     for i in range(pairs):

@@ -2,24 +2,32 @@
 
 from collections import Counter
 
-from annotation.models import Assignment, AssignmentStatus, ReaderQueue, ReportType, Study, Task
+from annotation.models import THIRD_READ_SLOT, Assignment, AssignmentStatus, ReaderQueue, ReportType, Study, Task
 
 
 def queue_counter_mismatches(study: Study) -> dict:
     """Each (reader, task) whose ReaderQueue counters differ from its assignments: {key: (counted, actual)}.
 
-    Open items count as open; rated and voided ones as rated (a voided read was a rating).
+    Open items count as open, or as held while in the reader's reserve; rated and voided ones as rated
+    (a voided read was a rating); every third read, of any status, as a third read.
     """
-    counted = {(q.reader_id, q.task): (q.open_count, q.rated_count) for q in ReaderQueue.objects.filter(study=study)}
+    counted = {
+        (q.reader_id, q.task): (q.open_count, q.held_count, q.rated_count, q.third_read_count)
+        for q in ReaderQueue.objects.filter(study=study)
+    }
     actual: Counter = Counter()
-    for reader_id, task, status in Assignment.objects.filter(study=study).values_list("reader_id", "task", "status"):
-        actual[(reader_id, task, status)] += 1
+    thirds: Counter = Counter()
+    rows = Assignment.objects.filter(study=study).values_list("reader_id", "task", "status", "held", "slot")
+    for reader_id, task, status, held, slot in rows:
+        actual[(reader_id, task, "held" if status == AssignmentStatus.OPEN and held else status)] += 1
+        thirds[(reader_id, task)] += slot == THIRD_READ_SLOT
     mismatches = {}
     for key in {(r, t) for r, t, _ in actual} | set(counted):
         opened = actual[(*key, AssignmentStatus.OPEN)]
+        held = actual[(*key, "held")]
         rated = actual[(*key, AssignmentStatus.DONE)] + actual[(*key, AssignmentStatus.VOIDED)]
-        if counted.get(key, (0, 0)) != (opened, rated):
-            mismatches[key] = (counted.get(key), (opened, rated))
+        if counted.get(key, (0, 0, 0, 0)) != (opened, held, rated, thirds[key]):
+            mismatches[key] = (counted.get(key), (opened, held, rated, thirds[key]))
     return mismatches
 
 

@@ -371,7 +371,12 @@ def _api_budget(pairs: int) -> dict[str, int]:
     from django.test.utils import CaptureQueriesContext
 
     _, readers, _ = make_reading_study(pairs=pairs, readers=2, keep_versions_apart=False)
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=readers[0]).key}")
+    # A reader with at least two items in each task (which reader has how many depends on the seed).
+    reader = max(
+        readers, key=lambda r: min(Assignment.objects.filter(reader=r, task=task).count() for task in Task.values)
+    )
+    assert min(Assignment.objects.filter(reader=reader, task=task).count() for task in Task.values) >= 2
+    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
     counts = {}
 
     def measure(name: str, call):
@@ -392,7 +397,9 @@ def _api_budget(pairs: int) -> dict[str, int]:
 
 
 def test_the_reader_api_query_count_is_small_and_does_not_grow_with_the_study():
-    small, large = _api_budget(2), _api_budget(12)
+    # Three pairs at least: every queue still holds an item after the measured calls, as in the larger
+    # study (a queue found empty costs one more query, which looks at the reader's reserve).
+    small, large = _api_budget(3), _api_budget(12)
 
     assert small == large
     # Token and user, roles, then the work itself: next is one query to find and load the item,

@@ -14,7 +14,8 @@ from django.urls import reverse
 
 from annotation.models import TASK_RATINGS, Assignment, AssignmentStatus, Example, Rating, Role, Task
 from consensus.assignment import withdraw_assignment
-from consensus.services import QUEUE_ORDER_END, create_routed_assignment, show_assignment
+from consensus.reserve import QUEUE_ORDER_END
+from consensus.services import create_routed_assignment, show_assignment
 from tests.factories import make_reading_study, make_user, rate
 from tests.invariants import readers_barred_from
 

@@ -23,8 +23,8 @@ from annotation.models import (
 )
 from consensus.assignment import add_study_member
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+from consensus.reserve import QUEUE_ORDER_END
 from consensus.services import (
-    QUEUE_ORDER_END,
     create_routed_assignment,
     eligible_readers,
     lock_example,

@@ -28,9 +28,11 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
+    ReaderQueue,
     Role,
     Study,
     StudyMember,
+    Task,
 )
 from consensus.assignment import (
     QueueRefused,
@@ -39,6 +41,7 @@ from consensus.assignment import (
     reassign_assignment,
     withdraw_assignment,
 )
+from consensus import reserve
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
     AlreadySubmitted,
@@ -88,6 +91,8 @@ class RoutingMachine(RuleBasedStateMachine):
             adjudicator_subspecialty=data.draw(st.sampled_from(["cardiothoracic", "general"]), label="subspecialty"),
             keep_versions_apart=self.keep_versions_apart,
             assign=False,
+            # With a reserve, part of the initial reads wait in their readers' reserves (consensus.reserve).
+            reserve_percent=data.draw(st.sampled_from([0, 70]), label="reserve"),
         )
         seed = data.draw(st.integers(min_value=0, max_value=2**31 - 1), label="seed")
         Study.objects.filter(pk=self.study.pk).update(seed=seed, undo_window_seconds=self.undo_window_seconds)
@@ -105,19 +110,22 @@ class RoutingMachine(RuleBasedStateMachine):
 
     # --- rules ------------------------------------------------------------------------
 
-    def _open_assignments(self) -> list[Assignment]:
+    def _open_assignments(self, *, given: bool = False) -> list[Assignment]:
+        """Open assignments; given: only those their readers can be given (not in a reserve)."""
+        found = Assignment.objects.filter(example__study=self.study, status=AssignmentStatus.OPEN)
+        if given:
+            found = found.filter(held=False)
         return list(
-            Assignment.objects.filter(example__study=self.study, status=AssignmentStatus.OPEN)
-            .select_related("reader", "example")
+            found.select_related("reader", "example")
             # Not by pk: assignments are stored in queue order, which follows random public ids,
             # and a replayed run must meet the same list.
             .order_by("example_id", "slot")
         )
 
-    @precondition(lambda self: bool(self._open_assignments()))
+    @precondition(lambda self: bool(self._open_assignments(given=True)))
     @rule(data=st.data())
     def submit(self, data: st.DataObject) -> None:
-        assignment = data.draw(st.sampled_from(self._open_assignments()))
+        assignment = data.draw(st.sampled_from(self._open_assignments(given=True)))
         rating = data.draw(st.sampled_from(TASK_RATINGS[assignment.example.task]))
         token = uuid.uuid4()
         kwargs = dict(
@@ -191,10 +199,10 @@ class RoutingMachine(RuleBasedStateMachine):
             form_token=uuid.uuid4(),
         )
 
-    @precondition(lambda self: bool(self._open_assignments()))
+    @precondition(lambda self: bool(self._open_assignments(given=True)))
     @rule(data=st.data())
     def show(self, data: st.DataObject) -> None:
-        assignment = data.draw(st.sampled_from(self._open_assignments()))
+        assignment = data.draw(st.sampled_from(self._open_assignments(given=True)))
         show_assignment(Assignment.objects.select_related("example__study").get(pk=assignment.pk))
 
     @precondition(lambda self: bool(self._open_assignments()))
@@ -215,6 +223,24 @@ class RoutingMachine(RuleBasedStateMachine):
         with contextlib.suppress(QueueRefused):  # a refusal changes nothing; the invariants check that too
             reassign_assignment(assignment.public_id, reader, actor=self.coordinator)
 
+    @precondition(lambda self: Assignment.objects.filter(study=self.study, held=True).exists())
+    @rule(data=st.data())
+    def a_reader_asks_for_their_next_item(self, data: st.DataObject) -> None:
+        members = list(
+            StudyMember.objects.filter(study=self.study, role=MemberRole.READER).select_related("user").order_by("pk")
+        )
+        reader = data.draw(st.sampled_from(members)).user
+        task = data.draw(st.sampled_from(Task.values))
+        given = reserve.next_assignment(reader, task=task, study_id=self.study.pk)
+        if given is not None:
+            assert (given.reader_id, given.task, given.status, given.held) == (reader.pk, task, "open", False)
+
+    @precondition(lambda self: Assignment.objects.filter(study=self.study, held=True).exists())
+    @rule()
+    def every_reader_stops_for_a_while(self) -> None:
+        quiet = timezone.now() - timedelta(seconds=reserve.quiet_seconds() + 1)
+        ReaderQueue.objects.filter(study=self.study, last_rated_at__isnull=False).update(last_rated_at=quiet)
+
     @rule()
     def add_reader(self) -> None:
         reader = make_user(Role.READER)
@@ -232,6 +258,15 @@ class RoutingMachine(RuleBasedStateMachine):
         if self.study is None:
             return
         assert queue_counter_mismatches(self.study) == {}
+
+    @invariant()
+    def a_read_in_a_reserve_was_never_shown_nor_rated(self) -> None:
+        if self.study is None:
+            return
+        held = Assignment.objects.filter(study=self.study, held=True)
+        assert not held.exclude(status=AssignmentStatus.OPEN).exists()
+        assert not held.filter(first_shown_at__isnull=False).exists()
+        assert not held.filter(slot=3).exists()
 
     @invariant()
     def no_reader_is_given_one_report_text_twice(self) -> None:

@@ -24,6 +24,7 @@ from annotation.models import (
     ExampleState,
     MemberRole,
     Rating,
+    ReaderQueue,
     Role,
     Study,
     StudyMember,
@@ -32,6 +33,7 @@ from annotation.models import (
 )
 from annotation.roles import enrolment_warning, grant_role, user_roles
 from annotation.services import import_pairs, sample_pairs
+from consensus import reserve
 from consensus.assignment import add_study_member, assign_readers
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import NotFound, show_adjudication, show_assignment, submit_adjudication, submit_annotation
@@ -350,6 +352,8 @@ def _final_at_once(study: Study) -> Iterator[None]:
         yield
     finally:
         Study.objects.filter(pk=study.pk).update(undo_window_seconds=window)
+        # Past work: nobody is reading now, so nobody's reserve waits for them (consensus.reserve).
+        ReaderQueue.objects.filter(study=study).update(last_rated_at=None)
 
 
 def _simulate(study: Study, seed: int) -> dict[str, int]:
@@ -357,19 +361,22 @@ def _simulate(study: Study, seed: int) -> dict[str, int]:
     variations = dict(Example.objects.filter(study=study).values_list("pk", "pair__variation__key"))
     rng = random.Random(f"readingroom-demo-rationales:{seed}")
     done = {"annotations": 0, "adjudications": 0}
-    for _ in range(10):  # a read routes at most one more read; three rounds finish any example
-        reads = list(
-            Assignment.objects.filter(example__study=study, status=AssignmentStatus.OPEN)
-            .select_related("reader")
-            .order_by("queue_order", "pk")
-        )
+    open_reads = Assignment.objects.filter(example__study=study, status=AssignmentStatus.OPEN)
+    # Rounds until nothing is open: a read routes at most one more read, and a reserve
+    # (consensus.reserve) is given out a read per reader and round once nothing else is open.
+    while True:
+        reads = list(open_reads.filter(held=False).select_related("reader").order_by("queue_order", "pk"))
         adjudications = list(
             Adjudication.objects.filter(example__study=study, status=AdjudicationStatus.OPEN)
             .select_related("adjudicator")
             .order_by("pk")
         )
         if not reads and not adjudications:
-            break
+            holders = get_user_model().objects.filter(pk__in=open_reads.filter(held=True).values("reader_id"))
+            released = [reserve.release_when_quiet(reader, study_id=study.pk) for reader in holders.order_by("pk")]
+            if not any(released):
+                break
+            continue
         for assignment in reads:
             rated = Annotation.objects.filter(example_id=assignment.example_id, voided_at__isnull=True).count()
             plan = plans[assignment.example_id]
@@ -395,6 +402,8 @@ def read_one_example_to_a_split(study: Study, *, seed: int = DEMO_SEED) -> None:
         return
     example = (
         Example.objects.filter(study=study, task=Task.REALISM, state=ExampleState.WAITING)
+        # Both first reads given to their readers already (not in a reserve: consensus.reserve).
+        .exclude(assignments__held=True)
         .select_related("pair__variation")
         .order_by("pair__dataset__key", "pair__source_study_id", "pair__variation__key", "report_type")
         .first()

@@ -1,0 +1,217 @@
+"""The reserve: initial reads held back, so that third reads do not gather at the end of a queue.
+
+A third read exists only once two colleagues have rated an example and disagreed, so it reaches a
+reader late. At a random place among their open items it is hidden while they have many; but a
+queue shrinks as it is read, and what arrives late crowds its last places: without a reserve,
+the last item before a queue runs out is a third read far more often than the base rate, and an
+item that arrives after it ran out nearly always is one. "My queue is about to run out" would say
+"colleagues disagreed on this".
+
+So when a queue is drawn, a share of each reader's initial reads (the study's reserve_percent) is
+held back (Assignment.held): open and theirs, but not given to them yet. Then:
+
+- Escorts. A read routed to a reader after their queue was drawn (a third read, a refill after a
+  void, a late joiner's read, one given by hand) brings reads from their reserve with it, each at
+  a random place after the first open item: on average (1 - p) / p of them, p being the study's
+  share of third reads so far. Whatever comes in, comes in a batch in which a third read is as
+  rare as it is in the study.
+- Pacing. A reader whose queue is empty gets one read from their reserve only while the study's
+  task is quiet: no colleague with items to read has rated in the last
+  READINGROOM_RESERVE_QUIET_SECONDS, and no colleague's rating waits to settle. While colleagues
+  read, their disagreements bring third reads, with escorts; when everyone has stopped, the
+  reserve is given out a read at a time.
+
+Routing (consensus.services.eligible_readers) sends a read to the eligible reader with the most
+reads ahead of them (open and held), where it lands among many. The reserve then lasts as long as
+third reads can come, and the items that end a queue are a mix like any other.
+
+The cost is time: nobody reads far ahead of the others; a reader whose queue is empty waits while
+colleagues read. A reserve of 0 turns all of this off.
+"""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import Case, Exists, Sum, Value, When
+from django.utils import timezone
+
+from annotation import queues, reading
+from annotation.models import Annotation, Assignment, AssignmentStatus, ReaderQueue, Study, tiebreak
+
+# queue_order values are drawn from [0, 2**63): tiebreak() keeps 63 bits.
+QUEUE_ORDER_END = 2**63
+# Before the study has disagreements of its own, its share of third reads is taken to be 15% (the
+# weight of that guess: 20 reads), so the first reads routed bring escorts too.
+PRIOR_THIRD_READS = 3
+PRIOR_READS = 20
+# Escorts per routed read at most (a study whose readers almost never disagree).
+MAX_ESCORTS = 20
+
+
+def place_after(first_open: int | None, draw: int) -> int:
+    """A queue place for a draw in [0, QUEUE_ORDER_END): uniform after the first open item.
+
+    The open items' places are uniform draws above the first, so a place drawn the same way is at
+    any of their ranks with equal chance. Scaled, not reduced modulo the span: a modulo would
+    favour the span's lower part. With no place left after the first open item, the draw itself.
+    """
+    if first_open is not None and first_open + 1 < QUEUE_ORDER_END:
+        return first_open + 1 + draw * (QUEUE_ORDER_END - first_open - 1) // QUEUE_ORDER_END
+    return draw
+
+
+def first_open_place(reader_pk: int, study_pk: int, task: str) -> int | None:
+    """The place of the first item the reader can be given in a queue (the one that may be on their
+    screen), or None. One index lookup."""
+    return (
+        Assignment.objects.filter(
+            reader_id=reader_pk, study_id=study_pk, task=task, status=AssignmentStatus.OPEN, held=False
+        )
+        .order_by("queue_order")
+        .values_list("queue_order", flat=True)
+        .first()
+    )
+
+
+def release_escorts(study: Study, task: str, reader_pk: int, routed_public_id, *, first_open: int | None) -> int:
+    """Release reads from the reader's reserve to come with a read just routed to them; how many.
+
+    Caller holds the routed example's lock, inside queues.counting().
+    """
+    if not study.reserve_percent:
+        return 0
+    return _release(study, task, reader_pk, escort_count(study, task, reader_pk, routed_public_id), first_open)
+
+
+def escort_count(study: Study, task: str, reader_pk: int, routed_public_id) -> int:
+    """How many reserve reads come with a routed read: (1 - p) / p on average, rounded up or down by a
+    seeded coin. p is the share of third reads among the reads of the examples whose two first reads
+    are in (each brought 2 reads, and a third one if they disagreed), with a prior. One query over the
+    task's queue counters (one row per reader)."""
+    totals = ReaderQueue.objects.filter(study=study, task=task).aggregate(
+        third_reads=Sum("third_read_count"), second_reads=Sum("second_read_count")
+    )
+    third_reads = totals["third_reads"] or 0
+    reads = 2 * (totals["second_reads"] or 0) + third_reads
+    share = (third_reads + PRIOR_THIRD_READS) / (reads + PRIOR_READS)
+    mean = min((1 - share) / share, MAX_ESCORTS) if share < 1 else 0.0
+    whole = int(mean)
+    coin = tiebreak(study.seed, "escorts", reader_pk, routed_public_id) / QUEUE_ORDER_END
+    return whole + (coin < mean - whole)
+
+
+def _release(study: Study, task: str, reader_pk: int, limit: int, first_open: int | None) -> int:
+    """Move up to `limit` reads from the reserve into the queue, each at a random place after the
+    first open item; how many moved. Two queries.
+
+    The reserve is released in its own (seeded, shuffled) order. On PostgreSQL rows another
+    transaction is releasing are skipped; the UPDATE moves only reads still held, and the counters
+    count what it moved, so two releases at once never move one read twice.
+    """
+    if limit <= 0:
+        return 0
+    held = Assignment.objects.filter(
+        reader_id=reader_pk, study_id=study.pk, task=task, status=AssignmentStatus.OPEN, held=True
+    ).order_by("queue_order")
+    if connection.vendor == "postgresql":
+        held = held.select_for_update(skip_locked=True, of=("self",))
+    rows = list(held.values_list("pk", "example__public_id")[:limit])
+    if not rows:
+        return 0
+    # A draw of its own: the reserve is released in the order of the reads' first draws ("queue"), so
+    # placing them by those again would put the first released first.
+    places = [
+        When(pk=pk, then=Value(place_after(first_open, tiebreak(study.seed, "released", reader_pk, example_id))))
+        for pk, example_id in rows
+    ]
+    moved = Assignment.objects.filter(pk__in=[pk for pk, _ in rows], held=True).update(
+        held=False, queue_order=Case(*places)
+    )
+    queues.count(reader_pk, study.pk, task, opened=moved, held=-moved)
+    return moved
+
+
+def open_empty_queues(study: Study) -> int:
+    """After a queue was drawn: give every reader of the study whose queue is all reserve one read
+    from it, so that nobody starts with nothing to read. How many queues."""
+    opened = 0
+    empty = ReaderQueue.objects.filter(study=study, open_count=0, held_count__gt=0).values_list("reader_id", "task")
+    for reader_pk, task in list(empty):
+        opened += _release(study, task, reader_pk, 1, None) > 0
+    return opened
+
+
+def release_when_quiet(
+    reader: AbstractBaseUser,
+    *,
+    task: str | None = None,
+    study_id: int | None = None,
+    study_slug: str | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Give the reader one read from their reserve in each of their empty queues (of the task and
+    study, if given) whose study is quiet (see the module's docstring). Whether any was given.
+
+    One query when the reader has no empty queue with a reserve; three more per such queue.
+    """
+    candidates = ReaderQueue.objects.filter(reader=reader, open_count=0, held_count__gt=0)
+    if task is not None:
+        candidates = candidates.filter(task=task)
+    if study_id is not None:
+        candidates = candidates.filter(study_id=study_id)
+    if study_slug is not None:
+        candidates = candidates.filter(study__slug=study_slug)
+    return _release_in(reader, list(candidates.values_list("study_id", "task").order_by("study_id", "task")), now)
+
+
+def _release_in(reader: AbstractBaseUser, empty: list[tuple[int, str]], now: datetime | None) -> bool:
+    now = now or timezone.now()
+    released = False
+    for study_id, task in empty:
+        study = Study.objects.get(pk=study_id)
+        if not _quiet(study, task, reader.pk, now):
+            continue
+        with transaction.atomic(), queues.counting():
+            released |= _release(study, task, reader.pk, 1, None) > 0
+    return released
+
+
+def reader_queues(reader: AbstractBaseUser, *, now: datetime | None = None) -> list[dict]:
+    """annotation.reading.reader_queues, after releasing a read from the reserve of each empty queue
+    whose study is quiet. One query when no queue of the reader's is empty with a reserve."""
+    rows = reading.queue_counts(reader)
+    empty = [(row["study_id"], row["task"]) for row in rows if not row["open_count"] and row["held_count"]]
+    if empty and _release_in(reader, empty, now):
+        rows = reading.queue_counts(reader)
+    return reading.queues_shown(rows)
+
+
+def _quiet(study: Study, task: str, reader_pk: int, now: datetime) -> bool:
+    """No colleague with items to read in the study's task rated lately, and no colleague's rating of
+    it waits to settle (either may yet route a read to this reader). One query."""
+    since = now - timedelta(seconds=quiet_seconds())
+    reading = ReaderQueue.objects.filter(study=study, task=task, open_count__gt=0, last_rated_at__gt=since).exclude(
+        reader_id=reader_pk
+    )
+    settling = Annotation.objects.filter(settled_at__isnull=True, task=task, example__study=study).exclude(
+        reader_id=reader_pk
+    )
+    busy = Study.objects.filter(pk=study.pk).filter(Exists(reading) | Exists(settling))
+    return not busy.exists()
+
+
+def quiet_seconds() -> int:
+    return settings.READINGROOM_RESERVE_QUIET_SECONDS
+
+
+def next_assignment(
+    reader: AbstractBaseUser, *, task: str, study_id: int | None = None, study_slug: str | None = None
+) -> Assignment | None:
+    """annotation.reading.next_assignment, after releasing a read from the reserve when the queue is
+    empty and the study quiet. One query when an item waits."""
+    found = reading.next_assignment(reader, task=task, study_id=study_id, study_slug=study_slug)
+    if found is None and release_when_quiet(reader, task=task, study_id=study_id, study_slug=study_slug):
+        found = reading.next_assignment(reader, task=task, study_id=study_id, study_slug=study_slug)
+    return found
