@@ -15,11 +15,12 @@ held back (Assignment.held): open and theirs, but not given to them yet. Then:
   a random place after the first open item: on average (1 - p) / p of them, p being the study's
   share of third reads so far. Whatever comes in, comes in a batch in which a third read is as
   rare as it is in the study.
-- Pacing. A reader whose queue is empty gets one read from their reserve only while the study's
+- Pacing. A reader whose queue is empty gets reads from their reserve only while the study's
   task is quiet: no colleague with items to read has rated in the last
   READINGROOM_RESERVE_QUIET_SECONDS, and no colleague's rating waits to settle. While colleagues
   read, their disagreements bring third reads, with escorts; when everyone has stopped, the
-  reserve is given out a read at a time.
+  reserve is given out in batches the size of a routed read's (its escorts and one), so that the
+  runs of reads that end a queue are alike in length whatever started them.
 
 Routing (consensus.services.eligible_readers) sends a read to the eligible reader with the most
 reads ahead of them (open and held), where it lands among many. The reserve then lasts as long as
@@ -154,7 +155,7 @@ def release_when_quiet(
     """Give the reader one read from their reserve in each of their empty queues (of the task and
     study, if given) whose study is quiet (see the module's docstring). Whether any was given.
 
-    One query when the reader has no empty queue with a reserve; three more per such queue.
+    One query when the reader has no empty queue with a reserve; four more per such queue.
     """
     candidates = ReaderQueue.objects.filter(reader=reader, open_count=0, held_count__gt=0)
     if task is not None:
@@ -163,18 +164,22 @@ def release_when_quiet(
         candidates = candidates.filter(study_id=study_id)
     if study_slug is not None:
         candidates = candidates.filter(study__slug=study_slug)
-    return _release_in(reader, list(candidates.values_list("study_id", "task").order_by("study_id", "task")), now)
+    empty = candidates.values_list("study_id", "task", "held_count").order_by("study_id", "task")
+    return _release_in(reader, list(empty), now)
 
 
-def _release_in(reader: AbstractBaseUser, empty: list[tuple[int, str]], now: datetime | None) -> bool:
+def _release_in(reader: AbstractBaseUser, empty: list[tuple[int, str, int]], now: datetime | None) -> bool:
+    """Release a batch from the reserve of each (study, task, reads held) whose study is quiet."""
     now = now or timezone.now()
     released = False
-    for study_id, task in empty:
+    for study_id, task, held in empty:
         study = Study.objects.get(pk=study_id)
         if not _quiet(study, task, reader.pk, now):
             continue
+        # As many as a routed read brings, and one: its coin drawn for the reserve's current size.
+        batch = escort_count(study, task, reader.pk, f"paced:{held}") + 1
         with transaction.atomic(), queues.counting():
-            released |= _release(study, task, reader.pk, 1, None) > 0
+            released |= _release(study, task, reader.pk, batch, None) > 0
     return released
 
 
@@ -182,7 +187,9 @@ def reader_queues(reader: AbstractBaseUser, *, now: datetime | None = None) -> l
     """annotation.reading.reader_queues, after releasing a read from the reserve of each empty queue
     whose study is quiet. One query when no queue of the reader's is empty with a reserve."""
     rows = reading.queue_counts(reader)
-    empty = [(row["study_id"], row["task"]) for row in rows if not row["open_count"] and row["held_count"]]
+    empty = [
+        (row["study_id"], row["task"], row["held_count"]) for row in rows if not row["open_count"] and row["held_count"]
+    ]
     if empty and _release_in(reader, empty, now):
         rows = reading.queue_counts(reader)
     return reading.queues_shown(rows)

@@ -1,7 +1,7 @@
 """A third read must not stand out: nothing a reader receives tells them that two colleagues disagreed.
 
-What still leaks, by necessity, is an item that arrives after a reader's queue had emptied: it is
-a third read, a refill after a void or a read given by hand (README, "Blinding").
+The end of a queue, where late arrivals would gather, is the reserve's (tests/consensus/test_reserve.py,
+and README, "Blinding").
 """
 
 import random

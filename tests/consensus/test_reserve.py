@@ -128,8 +128,13 @@ def test_a_reader_with_only_a_reserve_left_is_told_nothing_waits_while_a_colleag
 # --- Pacing: the reserve opens when the study is quiet ------------------------------------------
 
 
-def test_an_empty_queue_waits_while_a_colleague_with_items_rated_lately_then_opens_one_read():
-    study, readers, _ = _reserved_study(readers=4)
+def _paced_batch(study, reader, held: int) -> int:
+    """The reads a quiet study gives out of a reserve of `held` at once: a routed read's escorts, and one."""
+    return min(held, reserve.escort_count(study, Task.REALISM, reader.pk, f"paced:{held}") + 1)
+
+
+def test_an_empty_queue_waits_while_a_colleague_with_items_rated_lately_then_opens_a_batch():
+    study, readers, _ = _reserved_study(pairs=24, readers=4)
     reader, colleague = readers[0], readers[1]
     _hold_everything(reader, study)
     held_before = _queue(reader, study).held_count
@@ -139,11 +144,23 @@ def test_an_empty_queue_waits_while_a_colleague_with_items_rated_lately_then_ope
     assert _queue(reader, study).held_count == held_before
 
     _reading_now(colleague, study, seconds_ago=reserve.quiet_seconds() + 5)
+    batch = _paced_batch(study, reader, held_before)
     given = reserve.next_assignment(reader, task=Task.REALISM, study_id=study.pk)
 
     assert given is not None and given.reader == reader and not given.held
-    assert (_queue(reader, study).open_count, _queue(reader, study).held_count) == (1, held_before - 1)
+    assert batch > 1
+    assert (_queue(reader, study).open_count, _queue(reader, study).held_count) == (batch, held_before - batch)
     assert queue_counter_mismatches(study) == {}
+
+
+def test_a_quiet_studys_batches_are_as_long_as_a_routed_reads_on_average():
+    # p = (6 + 3) / (2 * 40 + 6 + 20) = 0.085: 10.8 escorts, so batches of 11.8 reads on average.
+    study, readers, _ = _reserved_study(readers=4)
+    ReaderQueue.objects.filter(study=study, task=Task.REALISM).update(third_read_count=0, second_read_count=0)
+    ReaderQueue.objects.filter(pk=_queue(readers[1], study).pk).update(third_read_count=6, second_read_count=40)
+    batches = [_paced_batch(study, readers[0], held) for held in range(100, 400)]
+    assert set(batches) == {11, 12}
+    assert abs(sum(batches) / len(batches) - (1 + 97 / 9)) < 0.1
 
 
 def test_a_colleague_with_nothing_to_read_does_not_hold_the_reserve_back():
@@ -185,9 +202,10 @@ def test_the_home_page_opens_a_read_from_the_reserve_when_the_study_is_quiet():
     client = Client()
     client.force_login(reader)
 
+    batch = _paced_batch(study, reader, _queue(reader, study).held_count)
     page = client.get(reverse("reader_home")).content.decode()
 
-    assert _queue(reader, study).open_count == 1
+    assert _queue(reader, study).open_count == batch
     assert reverse("reading_next", args=[study.slug, Task.REALISM]) in page
 
 
@@ -294,19 +312,27 @@ def test_two_releases_at_once_never_move_one_read_twice():
 # --- What a reader could guess: a simulated study ------------------------------------------------
 
 
-def _simulate_reading(reserve_percent: int, *, seed: int) -> list[list[str]]:
-    """Six readers read Task 1 in random turns, rating at random through the services the pages and API
-    use, until every reader has asked since the last item was given and got nothing. For each reader,
-    what they were given: "I" an initial read, "T" a third read, "|" their queue answered that nothing
-    waits. Reproducible: the study's seed, its examples' ids and (on PostgreSQL) the ids the draws use
-    are fixed."""
+def _simulate_reading(reserve_percent: int, *, seed: int, pairs: int = 200) -> list[list[str]]:
+    """Nine readers (as many as the demo study has) read both tasks in random turns, rating at random
+    through the services the pages and API use, until every queue has been asked since the last item
+    was given and answered nothing. For each reader's queue, what they were given: "I" an initial read,
+    "T" a third read, "|" the queue answered that nothing waits. Reproducible: the study's seed, its
+    examples' ids and (on PostgreSQL) the ids the draws use are fixed. Everything it writes is rolled
+    back, so several can run in one test."""
+    with transaction.atomic():
+        sequences = _read_a_simulated_study(reserve_percent, seed=seed, pairs=pairs)
+        transaction.set_rollback(True)
+    return sequences
+
+
+def _read_a_simulated_study(reserve_percent: int, *, seed: int, pairs: int) -> list[list[str]]:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             for table in REPLAYED_TABLES:
                 cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), 1000000, false)", [table])
     rng = random.Random(seed)
     study, readers, _ = make_reading_study(
-        pairs=120, readers=6, keep_versions_apart=False, reserve_percent=reserve_percent, assign=False
+        pairs=pairs, readers=9, keep_versions_apart=False, reserve_percent=reserve_percent, assign=False
     )
     Study.objects.filter(pk=study.pk).update(seed=seed)
     for example in Example.objects.filter(study=study).select_related("pair"):
@@ -315,30 +341,32 @@ def _simulate_reading(reserve_percent: int, *, seed: int) -> list[list[str]]:
     study.refresh_from_db()
     assign_readers(study, actor=make_user(Role.COORDINATOR))
 
-    seen: dict[int, list[str]] = {reader.pk: [] for reader in readers}
-    given_nothing: set[int] = set()
-    while len(given_nothing) < len(readers):
-        reader = rng.choice(readers)
-        item = reserve.next_assignment(reader, task=Task.REALISM, study_id=study.pk)
+    queues = [(reader, task) for reader in readers for task in Task.values]
+    seen: dict[tuple[int, str], list[str]] = {(reader.pk, task): [] for reader, task in queues}
+    given_nothing: set[tuple[int, str]] = set()
+    while len(given_nothing) < len(queues):
+        reader, task = rng.choice(queues)
+        queue = seen[(reader.pk, task)]
+        item = reserve.next_assignment(reader, task=task, study_id=study.pk)
         if item is None:
-            given_nothing.add(reader.pk)
-            if seen[reader.pk] and seen[reader.pk][-1] != "|":
-                seen[reader.pk].append("|")
+            given_nothing.add((reader.pk, task))
+            if queue and queue[-1] != "|":
+                queue.append("|")
             continue
         given_nothing.clear()
         show_assignment(item)
-        rating = rng.choice(TASK_RATINGS[Task.REALISM])
+        rating = rng.choice(TASK_RATINGS[task])
         submit_annotation(
             reader=reader,
             assignment_id=item.public_id,
             rating=rating,
-            rationale="" if rating == REALISTIC else "Because.",
+            rationale="" if rating in (Rating.REALISTIC, Rating.EQUIVALENT) else "Because.",
             form_token=uuid.uuid4(),
         )
-        seen[reader.pk].append("T" if item.is_third_read else "I")
-    # Everything was read (none of it waits in a reserve), or waits for a reader nobody eligible is left for.
-    left = Assignment.objects.filter(study=study, task=Task.REALISM, status=AssignmentStatus.OPEN)
-    assert not left.exists(), list(left.values_list("reader_id", "held", "slot"))
+        queue.append("T" if item.is_third_read else "I")
+    # Everything was read: nothing waits in a reserve, nor for a reader.
+    left = Assignment.objects.filter(study=study, status=AssignmentStatus.OPEN)
+    assert not left.exists(), list(left.values_list("reader_id", "task", "held", "slot"))
     return list(seen.values())
 
 
@@ -387,7 +415,7 @@ def test_a_reader_can_guess_no_better_than_the_base_rate_which_items_at_the_end_
 @pytest.mark.slow
 def test_without_a_reserve_the_end_of_a_queue_tells_which_items_are_third_reads():
     # The same simulation with the reserve off: what the rule above buys.
-    figures = _what_a_reader_could_guess(_simulate_reading(0, seed=1))
+    figures = _what_a_reader_could_guess(_simulate_reading(0, seed=1, pairs=60))
     print(f"\nWithout a reserve, one study:\n{_table(figures)}")
 
     assert figures["last"][2] > figures["all"][2] + 0.2
