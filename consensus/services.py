@@ -410,6 +410,15 @@ def withdraw_open_assignment(
     it bars them from the example and, when versions are kept apart, from its other version.
     """
     shown = assignment.first_shown_at is not None
+    if assignment.held:
+        # A reserve is released without the example's lock (consensus.reserve, under the row's lock):
+        # read whether it still is held once that release has finished.
+        assignment.held = (
+            Assignment.objects.select_for_update(of=("self",))
+            .filter(pk=assignment.pk)
+            .values_list("held", flat=True)
+            .get()
+        )
     AuditEvent.objects.record(
         AuditAction.WITHDRAWN,
         study=example.study,
