@@ -14,20 +14,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.judge_figures import JUDGE_FIGURES, JUDGE_TITLES, draw_judge_figure
+from analysis.judge_figures import draw_judge_figure
+from analysis.names import FIGURES, JUDGE_FIGURES, TITLES
 from analysis.results import LABELS, Results
 
 matplotlib.use("Agg")
 
-FIGURES = ("task1_ratings", "task2_ratings", "task1_forest", "agreement")
 FORMATS = ("svg", "png")
-TITLES = {
-    "task1_ratings": "Task 1, realism: consensus ratings per variation",
-    "task2_ratings": "Task 2, equivalence: consensus ratings per variation",
-    "task1_forest": "Task 1, realism: alternative minus original, per variation",
-    "agreement": "Agreement per variation",
-    **JUDGE_TITLES,
-}
 # Okabe & Ito: blue, orange, vermillion for 0 / 1 / 2; black and grey for the rest.
 SCALE_COLOURS = ("#0072B2", "#E69F00", "#D55E00")
 MEASURE_COLOURS = ("#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#D55E00")

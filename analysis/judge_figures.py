@@ -8,11 +8,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-JUDGE_FIGURES = ("judges_confusion", "judges_vs_readers")
-JUDGE_TITLES = {
-    "judges_confusion": "Automated judges: judge rating against the consensus",
-    "judges_vs_readers": "Automated judges: agreement with a single radiologist vs between two radiologists",
-}
+from analysis.names import JUDGE_TITLES
+
 TASK_TITLES = {"task1": "Task 1, realism", "task2": "Task 2, equivalence"}
 JUDGE_COLOUR, READERS_COLOUR = "#D55E00", "#0072B2"
 

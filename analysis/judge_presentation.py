@@ -1,6 +1,6 @@
 """The Results page's "Automated judges" section: the judge tables of results.json, as rows of text."""
 
-from analysis.judge_figures import JUDGE_FIGURES
+from analysis.names import JUDGE_FIGURES
 from analysis.presentation import TASK_NAMES, number
 
 LEVELS = {"overall": "Overall", "variation": "Variation"}

@@ -12,8 +12,6 @@ the released examples, with an opaque per-study reader key instead of the accoun
 # ruff: noqa: S608 - the SQL is built from the models' table names and fixed column names only;
 # every value (study, datasets, labels) is passed as a query parameter.
 
-import hashlib
-import hmac
 import io
 from collections.abc import Iterator
 
@@ -23,8 +21,9 @@ from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
 from analysis.judges import JUDGE_FILES
 from analysis.metrics import report_text
 from analysis.models import ImportedMetric, MetricScore
+from analysis.reader_keys import reader_key
 from analysis.release_folder import ANALYSIS_COLUMNS
-from annotation.models import Assignment, CandidatePair, Study, StudyMember, Task
+from annotation.models import Assignment, CandidatePair, Study, Task
 from exports import rows
 from judges.models import JudgeEnrolment
 
@@ -86,18 +85,6 @@ def _parse(columns: list[str], records: Iterator[tuple], text: bool) -> pd.DataF
     wanted = columns if text else [column for column in columns if column in ANALYSIS_COLUMNS]
     frame = pd.read_csv(buffer, dtype=str, keep_default_na=False, usecols=wanted, encoding="utf-8", na_filter=False)
     return frame[wanted]
-
-
-def reader_key(study: Study, reader_id: int) -> str:
-    """A reader's opaque key in one study: stable, but neither an account nor the same in another study."""
-    digest = hmac.new(str(study.seed).encode(), f"readingroom-reader:{study.pk}:{reader_id}".encode(), hashlib.sha256)
-    return "r-" + digest.hexdigest()[:10]
-
-
-def reader_keys(study: Study) -> dict[str, int]:
-    """Opaque key -> user id for the members of a study (for the coordinator's page only)."""
-    ids = StudyMember.objects.filter(study=study).values_list("user_id", flat=True).distinct().order_by()
-    return {reader_key(study, reader_id): reader_id for reader_id in ids}
 
 
 def reads_query(study: Study, datasets: list[str]) -> tuple[str, list]:

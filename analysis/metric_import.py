@@ -12,7 +12,7 @@ import io
 import math
 from dataclasses import dataclass
 
-from analysis.metrics import valid_metric_name
+from analysis.names import valid_metric_name
 from annotation.importing import MAX_PROBLEMS, ImportProblem, ImportRejected, decode
 
 REQUIRED = ("dataset", "study_id", "reref_variation", "metric", "score")

@@ -33,12 +33,10 @@ import hashlib
 import math
 import multiprocessing
 import os
-import re
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from importlib.metadata import version
 from itertools import pairwise
 from pathlib import Path
 
@@ -47,25 +45,19 @@ import pandas as pd
 from rouge_score import tokenize as rouge_tokenize
 from sacrebleu.metrics.chrf import CHRF
 
+from analysis.names import BUILTIN_COLUMNS, BUILTIN_METRICS, metrics_version
+
 # Score columns of score_pairs(): forward = the original is the reference, the alternative the candidate.
-COLUMNS = ("bleu2", "bleu2_reverse", "rougeL", "chrf", "chrf_reverse")
-BUILTIN = ("bleu2", "rougeL", "chrf")
+COLUMNS = BUILTIN_COLUMNS
+BUILTIN = BUILTIN_METRICS
 PERFECT = {"bleu2": 1.0, "rougeL": 1.0, "chrf": 100.0}
 TITLES = {"bleu2": "BLEU-2 (ReXrank)", "rougeL": "ROUGE-L F1", "chrf": "chrF"}
-# Bump when a definition changes: cached scores of another version are not reused.
-ALGORITHM_VERSION = 1
 EPSILON = 0.1  # NLTK's SmoothingFunction default, and fast-bleu's method 1
 CHRF_METRIC = CHRF()
 CHRF_ORDER = CHRF_METRIC.char_order
 Progress = Callable[[int, int], None]
 CHUNK = 2000  # pairs per unit of work
 PARALLEL_FROM = 10_000  # fewer pairs are scored in this process: starting processes costs more
-
-
-def metrics_version() -> str:
-    """Names the definitions: the algorithm and the reference packages' versions."""
-    packages = ",".join(f"{name}={version(name)}" for name in ("nltk", "rouge-score", "sacrebleu"))
-    return f"{ALGORITHM_VERSION};{packages}"
 
 
 def report_text(findings: str, impression: str) -> str:
@@ -310,8 +302,3 @@ def score_pairs(
         cache.put(computed)
     values = np.array([known.get(key) or computed[key] for key in keys], dtype=float).reshape(total, len(COLUMNS))
     return pd.DataFrame(values, columns=list(COLUMNS))
-
-
-def valid_metric_name(name: str) -> bool:
-    """An imported metric's name: letters, digits, '_', '-', '.', at most 64, not a built-in's."""
-    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}", name)) and name not in {*BUILTIN, *COLUMNS}

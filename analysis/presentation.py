@@ -5,7 +5,7 @@ Nothing is computed here: every number is the document's, only formatted (an est
 not defined). The downloadable CSVs keep the tidy tables as they are.
 """
 
-from analysis.report import TABLE_TITLES
+from analysis.names import TABLE_TITLES
 
 LEVELS = {"overall": "Overall", "dataset": "Dataset", "variation": "Variation"}
 MEASURES = {

@@ -10,22 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.figures import TITLES, figure_names, render_figures
+from analysis.figures import figure_names, render_figures
+from analysis.names import TABLE_TITLES, TITLES
 from analysis.results import Results
-
-TABLE_TITLES = {
-    "task1_ratings": "Task 1, realism: consensus ratings",
-    "task1_realistic": "Task 1, realism: proportion rated Realistic (Wilson 95% CI)",
-    "task1_degradation": "Task 1, realism: alternative minus original consensus score, per pair",
-    "task2_ratings": "Task 2, equivalence: consensus ratings",
-    "task2_proportions": "Task 2, equivalence: no Major Discrepancy, and Equivalent (Wilson 95% CI)",
-    "agreement": "Agreement",
-    "disagreement": "Disagreement structure: how each consensus was reached",
-    "adjudication": "Adjudicated examples: the adjudicator's rating and its distance from the three reads",
-    "judge_confusion": "Automated judges: consensus rating x judge rating",
-    "judge_agreement": "Automated judges: exact agreement with the consensus and quadratic-weighted kappa",
-    "judge_vs_readers": "Automated judges: agreement with a single radiologist vs between two radiologists",
-}
 
 
 def write_results(results: Results, outdir: str | Path) -> Path:

@@ -22,8 +22,8 @@ from analysis import stats
 from analysis.frames import ReleaseFrames
 from analysis.judges import METHODS as JUDGE_METHODS
 from analysis.judges import JudgeInputError, judge_tables
+from analysis.names import SCHEMA
 
-SCHEMA = "readingroom-results/1"
 TASK1_LABELS = ("Realistic", "Minor Issues", "Major Issues")
 TASK2_LABELS = ("Equivalent", "Minor Discrepancy", "Major Discrepancy")
 LABELS = {"task1": TASK1_LABELS, "task2": TASK2_LABELS}

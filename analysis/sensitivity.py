@@ -23,16 +23,11 @@ from scipy import stats as scipy_stats
 
 from analysis import metrics
 from analysis.metrics import MetricCache, Progress
+from analysis.names import DIRECTIONS, FORWARD, REVERSE
 
 KEY = ["dataset", "study_id", "reref_variation"]
 PAIR_TEXTS = [*KEY, "original", "alternative"]
 SCORES = [*KEY, "metric", "direction", "score"]
-FORWARD, REVERSE, IMPORTED = "forward", "reverse", "imported"
-DIRECTIONS = {
-    FORWARD: "original as reference, alternative as candidate",
-    REVERSE: "alternative as reference, original as candidate",
-    IMPORTED: "as computed by the user and imported",
-}
 # The built-in score columns of analysis.metrics.score_pairs as (metric, direction). ROUGE-L F1 is
 # symmetric: its reverse direction is the same number and is not listed twice.
 BUILTIN_COLUMNS = {

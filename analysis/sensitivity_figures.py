@@ -12,7 +12,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from analysis import metrics
-from analysis.sensitivity import REVERSE, Sensitivity
+from analysis.names import REVERSE, figure_name
+from analysis.sensitivity import Sensitivity
 
 matplotlib.use("Agg")
 
@@ -21,10 +22,6 @@ DPI = 110
 COLOURS = {"equivalent": "#0072B2", "major": "#D55E00"}  # Okabe & Ito
 MAX_POINTS = 150  # per box: a seeded sample of the points is drawn over the box
 SEED = 0
-
-
-def figure_name(metric: str, direction: str) -> str:
-    return f"metric_{metric}_reverse" if direction == REVERSE else f"metric_{metric}"
 
 
 def figure_names(sensitivity: Sensitivity) -> dict[str, dict]:

@@ -1,8 +1,7 @@
 """The metric sensitivity document (analysis.sensitivity) laid out for the Results page: nothing is computed here."""
 
+from analysis.names import DIRECTIONS, figure_name
 from analysis.presentation import LEVELS, number
-from analysis.sensitivity import DIRECTIONS
-from analysis.sensitivity_figures import figure_name
 
 COLUMNS = [
     "Level", "Group", "Pairs", "Clinically equivalent: n, mean, median [IQR]", "Major: n, mean, median [IQR]",

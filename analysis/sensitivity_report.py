@@ -14,8 +14,9 @@ import pandas as pd
 from analysis.frames import ReleaseFrames
 from analysis.metric_import import MetricFile
 from analysis.metrics import MetricCache, Progress
+from analysis.names import IMPORTED
 from analysis.results import Results
-from analysis.sensitivity import IMPORTED, KEY, SCORES, Sensitivity, builtin_scores, release_pair_texts, sensitivity
+from analysis.sensitivity import KEY, SCORES, Sensitivity, builtin_scores, release_pair_texts, sensitivity
 from analysis.sensitivity_figures import figure_names, render_all
 from annotation.importing import ImportProblem, ImportRejected
 

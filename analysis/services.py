@@ -2,10 +2,11 @@
 
 The Results page, its API and its download never analyse inside a request: they read the last
 computed results of the study (for one dataset/task filter, a "scope") and ask the worker
-(`manage.py db_worker`) for new ones when the study's ratings have changed since. The work is
-the same as `manage.py analyze_release` on the study's default release: the same DataFrames
-(`analysis.live.study_frames`), the same `analyze()` with the same bootstrap seed, the same
-`write_results()` folder.
+(`manage.py db_worker`) for new ones when the study's ratings have changed since. The work
+(`analysis.computing.compute_results`, which this module never imports: a web request loads no
+scientific package) is the same as `manage.py analyze_release` on the study's default release:
+the same DataFrames (`analysis.live.study_frames`), the same `analyze()` with the same bootstrap
+seed, the same `write_results()` folder.
 
 On disk, under RESULTS_DIR/<study public id>/<scope>/:
   <version>/analysis/          write_results(): tables/, figures/, results.md, results.json
@@ -22,31 +23,21 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import pandas as pd
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from analysis.live import study_frames, study_imported_scores, study_pair_texts
 from analysis.metric_import import parse_metric_scores
-from analysis.metrics import MetricCache, metrics_version
 from analysis.models import ComputationStatus, ImportedMetric, MetricScore, ResultsComputation
-from analysis.reader_quality import reader_quality
-from analysis.report import write_results
-from analysis.results import SCHEMA, analyze
-from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
-from analysis.sensitivity_report import attach, write_sensitivity
+from analysis.names import SCHEMA, metrics_version
 from annotation.importing import ImportProblem, ImportRejected
 from annotation.models import AuditAction, AuditEvent, CandidatePair, Dataset, Study
 from exports import models as release_models
-from exports.services import fail_task_result, tasks_taken_and_dropped, zip_release
+from exports.services import fail_task_result, tasks_taken_and_dropped
 
 logger = logging.getLogger("readingroom.analysis")
 
@@ -159,7 +150,7 @@ class ResultsState:
         return path if path and path.is_file() else None
 
 
-def _scope_dir(study: Study, scope: Scope) -> Path:
+def scope_dir(study: Study, scope: Scope) -> Path:
     return Path(settings.RESULTS_DIR) / str(study.public_id) / scope.name
 
 
@@ -173,7 +164,7 @@ def results_state(study: Study, scope: Scope) -> ResultsState:
     A computation whose worker is gone (see _fail_if_lost) is marked failed on the way.
     """
     state = ResultsState(scope=scope, version=data_version(study))
-    directory = _scope_dir(study, scope)
+    directory = scope_dir(study, scope)
     computed = sorted(
         (p for p in directory.glob("*") if p.is_dir() and (p / "analysis" / "results.json").is_file()),
         key=lambda p: p.stat().st_mtime,
@@ -296,83 +287,6 @@ def fail_computation(computation_pk: int, error: str) -> None:
     ResultsComputation.objects.filter(pk=computation_pk, status=ComputationStatus.RUNNING).update(
         status=ComputationStatus.FAILED, error=error
     )
-
-
-def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
-    """Analyse the study's current rows for a scope and store the results (the worker's job, and
-    the compute_results command). progress(percent) is told how far it is.
-
-    The rows are streamed with the release's own queries (binary COPY on PostgreSQL). Returns the
-    folder of the computed version.
-    """
-    directory = _scope_dir(study, scope)
-    directory.mkdir(parents=True, exist_ok=True)
-    progress = progress or (lambda percent: None)
-
-    progress(5)
-    # The version is read before the rows: a rating saved while they are read changes the study's
-    # version, so these results are stale at once and the next request computes them again.
-    version = data_version(study)
-    frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
-    progress(50)
-    results = analyze(
-        frames,
-        seed=RESULTS_SEED,
-        dataset=scope.dataset or None,
-        task=scope.task or None,
-        progress=lambda done, total: progress(50 + 20 * done // max(total, 1)),
-    )
-    reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
-    readers = reader_quality(dataclasses.replace(frames, reads=reads))
-    progress(70)
-    metric_sensitivity = None
-    if scope.task != "task1":
-        metric_sensitivity = study_sensitivity(
-            study, frames, dataset=scope.dataset, progress=lambda done, total: progress(70 + 20 * done // max(total, 1))
-        )
-        attach(results, metric_sensitivity)
-    progress(90)
-
-    final = directory / version
-    work = Path(tempfile.mkdtemp(prefix=".computing-", dir=directory))
-    try:
-        write_results(results, work / "analysis")
-        if metric_sensitivity is not None:
-            write_sensitivity(metric_sensitivity, work / "analysis")
-        (work / "reader_quality.json").write_text(
-            json.dumps([dataclasses.asdict(r) for r in readers], ensure_ascii=False), encoding="utf-8"
-        )
-        zip_release(work / "analysis", work / "results.zip", root=f"{study.slug}-results-{scope.name}")
-        if final.exists():
-            shutil.rmtree(work)  # computed meanwhile by another worker: same rows, same results
-        else:
-            os.replace(work, final)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    for old in directory.iterdir():
-        if old.is_dir() and old != final and not old.name.startswith("."):
-            shutil.rmtree(old, ignore_errors=True)
-    return final
-
-
-# Metric sensitivity ------------------------------------------------------------------------------
-
-
-def metric_cache() -> MetricCache:
-    """The scores of the built-in metrics by text hash, shared by every study and analyze_release."""
-    return MetricCache(Path(settings.RESULTS_DIR) / "metric-cache.sqlite3")
-
-
-def study_sensitivity(study: Study, frames, *, dataset: str = "", progress=None) -> Sensitivity:
-    """Built-in and imported metrics on the study's sampled pairs, against its Task 2 consensus."""
-    datasets = [dataset] if dataset else None
-    pairs = study_pair_texts(study, datasets=datasets)
-    scores = builtin_scores(pairs, cache=metric_cache(), progress=progress)
-    imported, perfect = study_imported_scores(study, datasets=datasets)
-    if not imported.empty:
-        scores = pd.concat([scores, imported], ignore_index=True)
-    return sensitivity(scores, frames.task2_consensus, perfect=perfect)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ import logging
 
 from django.tasks import task
 
+from analysis.computing import compute_results
 from analysis.models import ComputationStatus, ResultsComputation
-from analysis.services import Scope, claim_computation, compute_results, fail_computation, finish_computation
+from analysis.services import Scope, claim_computation, fail_computation, finish_computation
 from annotation.models import Study
 from exports.tasks import BuildMonitor
 

@@ -12,11 +12,10 @@ from django.views.decorators.csp import csp_override
 from django.views.decorators.http import require_GET, require_POST
 
 from analysis import presentation, sensitivity_presentation
-from analysis.figures import FIGURES, TITLES
 from analysis.forms import MetricScoresForm
-from analysis.judge_figures import JUDGE_FIGURES
 from analysis.judge_presentation import judges_section
-from analysis.live import reader_keys
+from analysis.names import FIGURES, JUDGE_FIGURES, TITLES
+from analysis.reader_keys import reader_keys
 from analysis.services import (
     TASKS,
     ResultsRefused,

@@ -7,8 +7,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
+from analysis.computing import compute_results
 from analysis.models import ImportedMetric, MetricScore
-from analysis.services import Scope, compute_results, data_version, import_metric_scores, results_state
+from analysis.services import Scope, data_version, import_metric_scores, results_state
 from annotation.importing import ImportRejected
 from annotation.models import CandidatePair, Role
 from tests.exports.release_helpers import rated_study

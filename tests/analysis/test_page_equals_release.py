@@ -8,7 +8,8 @@ from django.db import transaction
 from django.tasks import default_task_backend
 from rest_framework.test import APIClient
 
-from analysis.services import Scope, compute_results
+from analysis.computing import compute_results
+from analysis.services import Scope
 from annotation.models import Role, Study
 from exports.services import build_release
 from tests.exports.test_build_release import hostile_study

@@ -94,7 +94,7 @@ def test_a_failed_computation_is_503_until_posted_again(api, django_capture_on_c
     study = rated_study()
     with django_capture_on_commit_callbacks(execute=True):
         api.get(f"/api/studies/{study.slug}/results/")
-    monkeypatch.setattr("analysis.services.study_frames", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("analysis.computing.study_frames", lambda *a, **k: 1 / 0)
     run_queued()
 
     failed = api.get(f"/api/studies/{study.slug}/results/")

@@ -209,7 +209,7 @@ def test_a_failed_computation_says_why_and_can_be_queued_again(
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("analysis.services.analyze", broken)
+    monkeypatch.setattr("analysis.computing.analyze", broken)
     run_queued()
     html = client.get(_url(study)).content.decode()
     assert "The computation failed: The computation failed unexpectedly" in html

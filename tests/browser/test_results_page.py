@@ -5,7 +5,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from analysis.services import Scope, compute_results
+from analysis.computing import compute_results
+from analysis.services import Scope
 from annotation.models import Role
 from tests.browser.conftest import ConsoleWatch, log_in
 from tests.exports.release_helpers import rated_study

@@ -34,6 +34,7 @@ from annotation.models import (
     StudyMember,
     Task,
 )
+from consensus import reserve
 from consensus.assignment import (
     QueueRefused,
     add_study_member,
@@ -41,7 +42,6 @@ from consensus.assignment import (
     reassign_assignment,
     withdraw_assignment,
 )
-from consensus import reserve
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
     AlreadySubmitted,

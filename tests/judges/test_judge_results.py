@@ -11,11 +11,12 @@ from rest_framework.test import APIClient
 from statsmodels.stats.inter_rater import cohens_kappa
 from statsmodels.stats.proportion import proportion_confint
 
+from analysis.computing import compute_results
 from analysis.judges import judge_tables, quadratic_weighted_kappa
 from analysis.live import study_frames
 from analysis.release_folder import read_release
 from analysis.results import analyze
-from analysis.services import Scope, compute_results
+from analysis.services import Scope
 from annotation.models import Example, Rating, Role, Task
 from exports.services import build_release
 from tests.factories import make_reading_study, make_user, rate_open_reads

@@ -2,7 +2,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from analysis.services import ResultsRefused, check_scope, compute_results
+from analysis.computing import compute_results
+from analysis.services import ResultsRefused, check_scope
 from annotation.models import Study
 
 

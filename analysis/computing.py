@@ -1,0 +1,103 @@
+"""The worker's computation of a study's results (analysis.services says when it runs and keeps its state).
+
+Imported by the worker's task and the commands only, never by a web request: it loads the
+scientific stack (pandas, scipy, statsmodels, matplotlib, the metric packages).
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from django.conf import settings
+
+from analysis.live import study_frames, study_imported_scores, study_pair_texts
+from analysis.metrics import MetricCache
+from analysis.reader_quality import reader_quality
+from analysis.report import write_results
+from analysis.results import analyze
+from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
+from analysis.sensitivity_report import attach, write_sensitivity
+from analysis.services import RESULTS_SEED, Scope, data_version, scope_dir
+from annotation.models import Study
+from exports.services import zip_release
+
+
+def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
+    """Analyse the study's current rows for a scope and store the results (the worker's job, and
+    the compute_results command). progress(percent) is told how far it is.
+
+    The rows are streamed with the release's own queries (binary COPY on PostgreSQL). Returns the
+    folder of the computed version.
+    """
+    directory = scope_dir(study, scope)
+    directory.mkdir(parents=True, exist_ok=True)
+    progress = progress or (lambda percent: None)
+
+    progress(5)
+    # The version is read before the rows: a rating saved while they are read changes the study's
+    # version, so these results are stale at once and the next request computes them again.
+    version = data_version(study)
+    frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
+    progress(50)
+    results = analyze(
+        frames,
+        seed=RESULTS_SEED,
+        dataset=scope.dataset or None,
+        task=scope.task or None,
+        progress=lambda done, total: progress(50 + 20 * done // max(total, 1)),
+    )
+    reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
+    readers = reader_quality(dataclasses.replace(frames, reads=reads))
+    progress(70)
+    metric_sensitivity = None
+    if scope.task != "task1":
+        metric_sensitivity = study_sensitivity(
+            study, frames, dataset=scope.dataset, progress=lambda done, total: progress(70 + 20 * done // max(total, 1))
+        )
+        attach(results, metric_sensitivity)
+    progress(90)
+
+    final = directory / version
+    work = Path(tempfile.mkdtemp(prefix=".computing-", dir=directory))
+    try:
+        write_results(results, work / "analysis")
+        if metric_sensitivity is not None:
+            write_sensitivity(metric_sensitivity, work / "analysis")
+        (work / "reader_quality.json").write_text(
+            json.dumps([dataclasses.asdict(r) for r in readers], ensure_ascii=False), encoding="utf-8"
+        )
+        zip_release(work / "analysis", work / "results.zip", root=f"{study.slug}-results-{scope.name}")
+        if final.exists():
+            shutil.rmtree(work)  # computed meanwhile by another worker: same rows, same results
+        else:
+            os.replace(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    for old in directory.iterdir():
+        if old.is_dir() and old != final and not old.name.startswith("."):
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+# Metric sensitivity ------------------------------------------------------------------------------
+
+
+def metric_cache() -> MetricCache:
+    """The scores of the built-in metrics by text hash, shared by every study and analyze_release."""
+    return MetricCache(Path(settings.RESULTS_DIR) / "metric-cache.sqlite3")
+
+
+def study_sensitivity(study: Study, frames, *, dataset: str = "", progress=None) -> Sensitivity:
+    """Built-in and imported metrics on the study's sampled pairs, against its Task 2 consensus."""
+    datasets = [dataset] if dataset else None
+    pairs = study_pair_texts(study, datasets=datasets)
+    scores = builtin_scores(pairs, cache=metric_cache(), progress=progress)
+    imported, perfect = study_imported_scores(study, datasets=datasets)
+    if not imported.empty:
+        scores = pd.concat([scores, imported], ignore_index=True)
+    return sensitivity(scores, frames.task2_consensus, perfect=perfect)

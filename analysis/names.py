@@ -1,0 +1,74 @@
+"""What the Results pages name without computing anything: the results' tables and figures and their
+titles, the metrics' directions and the versions that stamp computed results.
+
+A web request imports this, never the modules that compute (pandas, scipy, statsmodels,
+matplotlib and the metric packages load on first use, in the worker or a command:
+tests/config/test_startup.py). The computing modules take their names from here. Like them, it
+knows nothing of Django (the metric workers import it in processes without Django).
+"""
+
+import re
+from importlib.metadata import version
+
+# The results document's format (results.json, the API).
+SCHEMA = "readingroom-results/1"
+
+TABLE_TITLES = {
+    "task1_ratings": "Task 1, realism: consensus ratings",
+    "task1_realistic": "Task 1, realism: proportion rated Realistic (Wilson 95% CI)",
+    "task1_degradation": "Task 1, realism: alternative minus original consensus score, per pair",
+    "task2_ratings": "Task 2, equivalence: consensus ratings",
+    "task2_proportions": "Task 2, equivalence: no Major Discrepancy, and Equivalent (Wilson 95% CI)",
+    "agreement": "Agreement",
+    "disagreement": "Disagreement structure: how each consensus was reached",
+    "adjudication": "Adjudicated examples: the adjudicator's rating and its distance from the three reads",
+    "judge_confusion": "Automated judges: consensus rating x judge rating",
+    "judge_agreement": "Automated judges: exact agreement with the consensus and quadratic-weighted kappa",
+    "judge_vs_readers": "Automated judges: agreement with a single radiologist vs between two radiologists",
+}
+
+JUDGE_FIGURES = ("judges_confusion", "judges_vs_readers")
+JUDGE_TITLES = {
+    "judges_confusion": "Automated judges: judge rating against the consensus",
+    "judges_vs_readers": "Automated judges: agreement with a single radiologist vs between two radiologists",
+}
+FIGURES = ("task1_ratings", "task2_ratings", "task1_forest", "agreement")
+TITLES = {
+    "task1_ratings": "Task 1, realism: consensus ratings per variation",
+    "task2_ratings": "Task 2, equivalence: consensus ratings per variation",
+    "task1_forest": "Task 1, realism: alternative minus original, per variation",
+    "agreement": "Agreement per variation",
+    **JUDGE_TITLES,
+}
+
+# Metric sensitivity: which text is the reference.
+FORWARD, REVERSE, IMPORTED = "forward", "reverse", "imported"
+DIRECTIONS = {
+    FORWARD: "original as reference, alternative as candidate",
+    REVERSE: "alternative as reference, original as candidate",
+    IMPORTED: "as computed by the user and imported",
+}
+# The built-in metrics (analysis.metrics) and their score columns: an imported metric takes none of their names.
+BUILTIN_METRICS = ("bleu2", "rougeL", "chrf")
+BUILTIN_COLUMNS = ("bleu2", "bleu2_reverse", "rougeL", "chrf", "chrf_reverse")
+# Bump when a metric's definition changes: cached scores of another version are not reused.
+METRICS_ALGORITHM_VERSION = 1
+
+
+def figure_name(metric: str, direction: str) -> str:
+    """A metric sensitivity figure's name."""
+    return f"metric_{metric}_reverse" if direction == REVERSE else f"metric_{metric}"
+
+
+def valid_metric_name(name: str) -> bool:
+    """An imported metric's name: letters, digits, '_', '-', '.', at most 64, not a built-in's."""
+    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}", name)) and name not in {
+        *BUILTIN_METRICS,
+        *BUILTIN_COLUMNS,
+    }
+
+
+def metrics_version() -> str:
+    """Names the metrics' definitions: the algorithm and the reference packages' versions."""
+    packages = ",".join(f"{name}={version(name)}" for name in ("nltk", "rouge-score", "sacrebleu"))
+    return f"{METRICS_ALGORITHM_VERSION};{packages}"
