@@ -1,10 +1,11 @@
-"""manage.py compute_results: the worker's computation, run at once (bin/demo uses it)."""
+"""manage.py compute_results: the worker's computation, run at once, or queued for the worker (bin/demo)."""
 
 import io
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from analysis.models import ResultsComputation
 from analysis.services import Scope, results_state
 from tests.exports.release_helpers import rated_study
 
@@ -45,3 +46,20 @@ def test_it_refuses_what_it_cannot_compute_and_writes_nothing(args, message, set
     with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         call_command("compute_results", *args)
     assert not settings.RESULTS_DIR.exists()
+
+
+def test_with_queue_it_asks_the_worker_once_and_computes_nothing_itself(django_capture_on_commit_callbacks):
+    study = rated_study()
+    out = io.StringIO()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("compute_results", "--study", study.slug, "--queue", stdout=out)
+        call_command("compute_results", "--study", study.slug, "--queue", stdout=out)
+
+    state = results_state(study, Scope())
+    assert (state.is_current, state.status) == (False, "queued")
+    assert ResultsComputation.objects.filter(study=study).count() == 1
+    assert (
+        out.getvalue().splitlines()
+        == [f"The results of {study.slug} (all datasets, both tasks) are queued for the worker."] * 2
+    )

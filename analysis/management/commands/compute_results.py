@@ -2,21 +2,26 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from analysis.computing import compute_results
-from analysis.services import ResultsRefused, check_scope
+from analysis.services import ResultsRefused, check_scope, request_results
 from annotation.models import Study
 
 
 class Command(BaseCommand):
     help = (
         "Compute a study's results now, as the worker does for the Results page (for example right after "
-        "loading data, so that the page opens filled)."
+        "loading data, so that the page opens filled); with --queue, ask the worker to compute them."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--study", required=True, help="Study slug.")
         parser.add_argument("--dataset", default="", help="Only this dataset (default: all).")
         parser.add_argument("--task", default="", help="task1 or task2 (default: both).")
+        parser.add_argument(
+            "--queue",
+            action="store_true",
+            help="Queue the computation for the worker (manage.py db_worker) and return at once, as the "
+            "Results page does; nothing is queued if the results are current or already queued.",
+        )
 
     def handle(self, *args, **options) -> None:
         study = Study.objects.filter(slug=options["study"]).first()
@@ -26,6 +31,14 @@ class Command(BaseCommand):
             scope = check_scope(study, dataset=options["dataset"], task=options["task"])
         except ResultsRefused as refused:
             raise CommandError(str(refused)) from None
+        if options["queue"]:
+            state = request_results(study, scope)
+            said = "are current" if state.is_current else f"are {state.status} for the worker"
+            self.stdout.write(f"The results of {study.slug} ({scope.description}) {said}.")
+            return
+        # The scientific stack loads here, not when the command starts (tests/config/test_startup.py).
+        from analysis.computing import compute_results
+
         start = time.perf_counter()
         folder = compute_results(study, scope)
         seconds = time.perf_counter() - start
