@@ -84,7 +84,6 @@ def grant_role(user: AbstractBaseUser, role: str, *, subspecialty: str | None = 
 
     An automated judge is not a person: a judge account holds no other role (RoleRefused).
     """
-    ensure_role_groups()
     held = user_roles(user) if user.pk else frozenset()
     if role == Role.JUDGE and (user.is_superuser or held - {Role.JUDGE}):
         others = "superuser" if user.is_superuser else ", ".join(Role(r).label for r in sorted(held - {Role.JUDGE}))
@@ -96,7 +95,12 @@ def grant_role(user: AbstractBaseUser, role: str, *, subspecialty: str | None = 
             f"{user.get_username()} is an automated judge's account; it holds no other role. "
             "Create a separate account for the person."
         )
-    user.groups.add(Group.objects.get(name=ROLE_GROUP_NAMES[role]))
+    group = Group.objects.filter(name=ROLE_GROUP_NAMES[role]).first()
+    if group is None:
+        # Made after every migrate (post_migrate); a database that skipped it gets them now.
+        ensure_role_groups()
+        group = Group.objects.get(name=ROLE_GROUP_NAMES[role])
+    user.groups.add(group)
     if role in (Role.READER, Role.ADJUDICATOR):
         profile, created = ReaderProfile.objects.get_or_create(
             user=user, defaults={"subspecialty": subspecialty or Subspecialty.GENERAL}

@@ -24,9 +24,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F
 # the task function themselves, or switch to the Immediate or database backend with
 # override_settings(TASKS=...) to go through django.tasks end to end.
 TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": ["default"]}}
-# Never the project's releases/ folder; the release tests point it at their own tmp_path.
-RELEASES_DIR = Path(tempfile.gettempdir()) / "readingroom-test-releases"
-RESULTS_DIR = Path(tempfile.gettempdir()) / "readingroom-test-results"
+# Never the project's releases/ folder; the release tests point it at their own tmp_path. One folder
+# per pytest-xdist worker: workers run at once.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+RELEASES_DIR = Path(tempfile.gettempdir()) / f"readingroom-test-releases-{_WORKER}"
+RESULTS_DIR = Path(tempfile.gettempdir()) / f"readingroom-test-results-{_WORKER}"
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not SQLite's shared in-memory database: the browser tests' live server runs in another
@@ -38,3 +40,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {  # noqa: F405
         "NAME": str(Path(tempfile.gettempdir()) / f"readingroom-test-{os.getpid()}.sqlite3")
     }
+    # Test data is thrown away: no need to wait for each commit to reach the disk (as PostgreSQL's
+    # synchronous_commit=off above).
+    DATABASES["default"]["OPTIONS"]["init_command"] += "; PRAGMA synchronous=OFF"  # noqa: F405

@@ -1,12 +1,17 @@
+import fcntl
 import os
 import sqlite3
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection, connections
+from pytest_django.plugin import blocking_manager_key
 
 from annotation.models import Role
+from tests import hypothesis_profiles
 from tests.factories import make_study, make_user
 
 # bin/mutate runs the tests once per mutant, each run in a process forked from one parent: set,
@@ -28,6 +33,90 @@ if MIGRATED_TEMPLATE:
         yield
         connection.close()
         path.unlink(missing_ok=True)
+
+
+# Under pytest-xdist (bin/test runs with -n): each worker is a process of its own with a database of
+# its own, cloned from one test database that the first worker to get here migrates for the whole
+# run (CREATE DATABASE ... TEMPLATE on PostgreSQL, SQLite's backup API on SQLite). Cloning takes a
+# fraction of a second where migrating takes seconds.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+XDIST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+
+if XDIST_WORKER and not MIGRATED_TEMPLATE:
+
+    @pytest.fixture(scope="session")
+    def django_db_setup(django_test_environment, django_db_blocker):
+        """This worker's database: a clone of the run's migrated template, dropped at the end."""
+        with django_db_blocker.unblock():
+            template = _migrated_template()
+            clone = connection.creation.get_test_db_clone_settings(XDIST_WORKER)["NAME"]
+            if connection.vendor == "sqlite":
+                Path(clone).unlink(missing_ok=True)
+                source, copy = sqlite3.connect(template), sqlite3.connect(clone)
+                source.backup(copy)
+                source.close()
+                copy.close()
+            else:
+                connection.creation.clone_test_db(suffix=XDIST_WORKER, verbosity=0, autoclobber=True)
+            connection.settings_dict["NAME"] = clone
+            settings.DATABASES["default"]["NAME"] = clone
+        yield
+        with django_db_blocker.unblock():
+            _close_connections()
+            connection.creation._destroy_test_db(clone, verbosity=0)
+
+
+def _migrated_template() -> str:
+    """The run's migrated test database, made once for all workers (a file lock orders them); its name.
+
+    Leaves this process's settings naming it, and no connection open to it (PostgreSQL clones only a
+    database nobody is connected to).
+    """
+    marker = Path(tempfile.gettempdir()) / f"readingroom-test-template-{XDIST_RUN}"
+    with open(f"{marker}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            name = marker.read_text()
+            connection.settings_dict["NAME"] = name
+            settings.DATABASES["default"]["NAME"] = name
+        else:
+            name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+            _close_connections()
+            marker.write_text(name)
+    return name
+
+
+def _close_connections() -> None:
+    connection.close()
+    if hasattr(connection, "close_pool"):
+        connection.close_pool()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hypothesis profile: {hypothesis_profiles.PROFILE} (HYPOTHESIS_PROFILE; tests/hypothesis_profiles.py)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The xdist controller names the run, so that it can find the run's template afterwards."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        config.option.testrunuid = config.option.testrunuid or uuid.uuid4().hex
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In the xdist controller, once every worker has finished: drop the run's template database."""
+    run = getattr(session.config.option, "testrunuid", None)
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None) or not run:
+        return
+    marker = Path(tempfile.gettempdir()) / f"readingroom-test-template-{run}"
+    if marker.exists():
+        name = marker.read_text()
+        with session.config.stash[blocking_manager_key].unblock():
+            connection.creation._destroy_test_db(name, verbosity=0)
+        if connection.vendor == "sqlite":
+            for leftover in (f"{name}-wal", f"{name}-shm"):
+                Path(leftover).unlink(missing_ok=True)
+        marker.unlink()
+    Path(f"{marker}.lock").unlink(missing_ok=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

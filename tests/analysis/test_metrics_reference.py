@@ -11,6 +11,7 @@ from rouge_score.rouge_scorer import RougeScorer
 from sacrebleu.metrics import CHRF
 
 from analysis import metrics
+from tests.hypothesis_profiles import examples
 
 ORIGINAL = (
     "The heart is moderately enlarged, unchanged. There is mild pulmonary vascular congestion. "
@@ -63,7 +64,7 @@ def test_each_metric_equals_its_reference_package(original, alternative):
         assert math.isclose(ours, reference, rel_tol=0, abs_tol=1e-12), name
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.sampled_from(WORDS), max_size=40).map(" ".join),
     st.lists(st.sampled_from(WORDS), max_size=40).map(" ".join),

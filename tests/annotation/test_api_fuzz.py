@@ -39,6 +39,9 @@ from consensus.models import Adjudication, ConsensusLabel
 from exports.models import Release
 from exports.services import request_release
 from tests.factories import make_reading_study, make_user, rate_open_reads
+from tests.hypothesis_profiles import examples
+
+pytestmark = pytest.mark.fuzz
 
 FUZZ_EXAMPLES = 2
 FUZZ_SEED = 20261201
@@ -150,7 +153,7 @@ def _fuzz(operation, role: str, world: dict) -> None:
 
     @seed(FUZZ_SEED)
     @settings(
-        max_examples=FUZZ_EXAMPLES * 4,
+        max_examples=examples(FUZZ_EXAMPLES * 4),
         database=None,
         deadline=None,
         phases=[Phase.explicit, Phase.generate, Phase.shrink],

@@ -12,6 +12,7 @@ from annotation.roles import (
     enrolment_warning,
     ensure_role_groups,
     grant_role,
+    has_role,
     user_roles,
 )
 from tests.factories import make_user
@@ -32,6 +33,15 @@ def test_ensure_role_groups_makes_each_roles_group_with_its_one_permission_once(
     assert groups == {
         ROLE_GROUP_NAMES[role]: [tuple(codename.split("."))] for role, codename in ROLE_PERMISSIONS.items()
     }
+
+
+def test_granting_a_role_where_the_groups_were_never_made_makes_them_first():
+    Group.objects.all().delete()
+
+    user = make_user(Role.READER)
+
+    assert has_role(user, Role.READER)
+    assert set(Group.objects.values_list("name", flat=True)) == set(ROLE_GROUP_NAMES.values())
 
 
 def test_the_warning_for_both_unblinded_roles_reads_in_full():

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from annotation.models import Assignment, CandidatePair, Example, ReportType, Role, Task, Verdict
 from annotation.services import SampleCell, SamplingRefused, draw_sample, sample_pairs
 from tests.factories import make_pair, make_study, make_user
+from tests.hypothesis_profiles import examples
 
 MIMIC_IDS = [str(50_000_000 + i) for i in range(1, 31)]
 IU_IDS = [f"CXR{i}" for i in range(1, 13)]
@@ -67,7 +68,7 @@ def test_it_does_not_depend_on_import_order(db, import_order):
     assert _sampled(study) == {("iu-xray", "hedging"): {"B2", "E1", "c1", "f0"}}
 
 
-@settings(derandomize=True, max_examples=40, deadline=None)
+@settings(derandomize=True, max_examples=examples(40), deadline=None)
 @given(order=st.permutations(MIXED_CASE_IDS))
 def test_the_draw_depends_on_the_ids_not_on_the_order_they_come_in(order):
     # The database hands the candidates over in its own order (today the model's, by code point on

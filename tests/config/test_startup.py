@@ -13,7 +13,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCIENTIFIC = ("pandas", "numpy", "scipy", "statsmodels", "matplotlib", "krippendorff", "nltk", "rouge_score", "sacrebleu")
+SCIENTIFIC = (
+    "pandas",
+    "numpy",
+    "scipy",
+    "statsmodels",
+    "matplotlib",
+    "krippendorff",
+    "nltk",
+    "rouge_score",
+    "sacrebleu",
+)
 
 PROBE = """
 import json, sys

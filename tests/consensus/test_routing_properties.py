@@ -30,6 +30,7 @@ from annotation.services import sample_pairs
 from consensus.assignment import assign_readers
 from consensus.blinding import readers_needed
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate_open_reads
+from tests.hypothesis_profiles import examples
 from tests.invariants import (
     exams_given_twice,
     queue_counter_mismatches,
@@ -40,7 +41,7 @@ from tests.invariants import (
 pytestmark = pytest.mark.django_db
 
 PROPERTY_SETTINGS = settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

@@ -53,6 +53,7 @@ from consensus.services import (
     void_annotation,
 )
 from tests.factories import make_reading_study, make_user
+from tests.hypothesis_profiles import examples
 from tests.invariants import exams_given_twice, queue_counter_mismatches, texts_shown_twice
 
 
@@ -442,7 +443,7 @@ class KeptApartRoutingMachine(RoutingMachine):
 
 
 MACHINE_SETTINGS = settings(
-    max_examples=25,
+    max_examples=examples(25),
     stateful_step_count=30,
     deadline=None,
     derandomize=True,
@@ -453,16 +454,19 @@ KeptApartRoutingMachine.TestCase.settings = MACHINE_SETTINGS
 UndoWindowRoutingMachine.TestCase.settings = MACHINE_SETTINGS
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_routing_keeps_the_protocol_under_random_operations() -> None:
     RoutingMachine.TestCase("runTest").runTest()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_routing_keeps_versions_apart_under_random_operations() -> None:
     KeptApartRoutingMachine.TestCase("runTest").runTest()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_routing_acts_on_settled_ratings_only_under_random_undos_and_settlements() -> None:
     UndoWindowRoutingMachine.TestCase("runTest").runTest()
