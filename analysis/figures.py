@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis import figure_cache
 from analysis.judge_figures import draw_judge_figure
 from analysis.names import FIGURES, JUDGE_FIGURES, TITLES
 from analysis.results import LABELS, Results
@@ -43,6 +44,12 @@ def render_figure(results: Results, name: str, fmt: str = "svg") -> bytes:
         raise ValueError(f"figure {name!r}: unknown; the figures are {', '.join(FIGURES + JUDGE_FIGURES)}.")
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: use svg or png.")
+    # A figure reads the results' tables only: the same tables draw the same figure (figure_cache).
+    key = figure_cache.content_key(name, fmt, sorted(results.tables.items()))
+    return figure_cache.rendered(key, lambda: _render(results, name, fmt))
+
+
+def _render(results: Results, name: str, fmt: str) -> bytes:
     figure = draw_judge_figure(results.tables, name) if name in JUDGE_FIGURES else _DRAW[name](results)
     buffer = io.BytesIO()
     # No creation date and a fixed hash salt: the same results give the same bytes.

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
+import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis import metrics
+from analysis import figure_cache, metrics
 from analysis.names import REVERSE, figure_name
 from analysis.sensitivity import Sensitivity
 
@@ -40,6 +41,13 @@ def render(sensitivity: Sensitivity, name: str, fmt: str = "svg") -> bytes:
     entry = figure_names(sensitivity).get(name)
     if entry is None:
         raise ValueError(f"figure {name!r}: unknown.")
+    # A figure reads its entry and the per-pair scores only (figure_cache).
+    entry_frame = pd.DataFrame([{key: str(value) for key, value in sorted(entry.items())}])
+    key = figure_cache.content_key(name, fmt, [("entry", entry_frame), ("scores", sensitivity.scores)])
+    return figure_cache.rendered(key, lambda: _render(sensitivity, entry, fmt))
+
+
+def _render(sensitivity: Sensitivity, entry: dict, fmt: str) -> bytes:
     figure = _draw(sensitivity, entry)
     buffer = io.BytesIO()
     metadata = {"Date": None} if fmt == "svg" else {}

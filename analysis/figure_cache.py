@@ -1,0 +1,54 @@
+"""Figures drawn once per content: the bytes of a rendered figure, kept by a hash of what it shows.
+
+A figure is a pure function of its data (tables, or per-pair scores), its name, its format and the
+drawing code (STYLE, to bump when a figure's drawing changes, and matplotlib's version): the same
+inputs give the same bytes (svg.hashsalt and no dates make rendering deterministic). Recomputing a
+study's results after a rating, or the same results for another filter, then draws only the figures
+whose data changed. Kept in this process, at most MAX_BYTES of figures, the least recently used
+dropped first.
+"""
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+import matplotlib
+import pandas as pd
+
+# Bump when any figure's drawing code changes: its cached bytes are not reused.
+STYLE = 1
+MAX_BYTES = 64 * 1024 * 1024
+
+_cache: OrderedDict[str, bytes] = OrderedDict()
+_size = 0
+
+
+def content_key(name: str, fmt: str, frames: Iterable[tuple[str, pd.DataFrame]]) -> str:
+    """A hash of a figure's name, format and data (each frame's name, columns, index and values)."""
+    digest = hashlib.sha256(f"{STYLE}|{matplotlib.__version__}|{name}|{fmt}".encode())
+    for label, frame in frames:
+        digest.update(f"|{label}|".encode())
+        digest.update(frame.to_csv().encode())
+    return digest.hexdigest()
+
+
+def rendered(key: str, render: Callable[[], bytes]) -> bytes:
+    """The figure's bytes for this content key, drawn by render() only the first time."""
+    global _size
+    found = _cache.get(key)
+    if found is not None:
+        _cache.move_to_end(key)
+        return found
+    drawn = render()
+    _cache[key] = drawn
+    _size += len(drawn)
+    while _size > MAX_BYTES and _cache:
+        _, dropped = _cache.popitem(last=False)
+        _size -= len(dropped)
+    return drawn
+
+
+def clear() -> None:
+    global _size
+    _cache.clear()
+    _size = 0

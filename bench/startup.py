@@ -1,0 +1,151 @@
+"""How fast ReadingRoom starts, beside an empty Django project on the same machine in the same run.
+
+    .venv/bin/python bench/startup.py [--runs 7] [--demo] [--cold] [--suite]
+
+- `manage.py check`: ReadingRoom's against an empty Django project's (`django-admin startproject`,
+  same interpreter, same Django), run in turns, median wall and CPU time, and their ratio.
+- `--demo`: a fresh clone of this repository's HEAD in a temporary folder, then `bin/demo` until it
+  answers on its port: wall time from clone to serving, with the install step's own line. Warm
+  package caches unless `--cold` (an empty uv cache for the clone, as a first install would have).
+- `--suite`: `bin/test` as CI runs it (HYPOTHESIS_PROFILE=ci) on SQLite and on the PostgreSQL server
+  of DATABASE_URL (default postgres://postgres@127.0.0.1:5432/readingroom), and `bin/test --fast`
+  on SQLite: wall time of each.
+
+Prints the load average before and after: the machine is shared, and the ratios are what compare.
+"""
+
+import argparse
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+def load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def timed(command: list[str], *, cwd: Path, env: dict | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds (children's user + system) of one command, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    # The benchmark runs this project's own commands and Django's, with arguments it builds itself.
+    subprocess.run(command, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def check_against_empty_project(runs: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        empty = Path(folder) / "empty"
+        empty.mkdir()
+        subprocess.run([PYTHON, "-m", "django", "startproject", "emptysite", str(empty)], check=True)
+        ours_env = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
+        ours_env.pop("DATABASE_URL", None)
+        empty_env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+        times: dict[str, list[tuple[float, float]]] = {"readingroom": [], "empty project": []}
+        for _ in range(runs):
+            times["readingroom"].append(timed([PYTHON, "manage.py", "check"], cwd=ROOT, env=ours_env))
+            times["empty project"].append(timed([PYTHON, "manage.py", "check"], cwd=empty, env=empty_env))
+    medians = {
+        name: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
+        for name, values in times.items()
+    }
+    print(f"manage.py check, median of {runs} runs in turns:")
+    for name, (wall, cpu) in medians.items():
+        print(f"  {name:<14} wall {wall:6.2f} s   CPU {cpu:6.2f} s")
+    ours, empty_check = medians["readingroom"], medians["empty project"]
+    wall_ratio, cpu_ratio = ours[0] / empty_check[0], ours[1] / empty_check[1]
+    print(f"  ratio          wall {wall_ratio:6.2f}     CPU {cpu_ratio:6.2f}   (target: at most 1.5)")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def demo_from_a_fresh_clone(*, cold: bool) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        clone = Path(folder) / "readingroom"
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VIRTUAL_ENV", "DEBUG")}
+        if cold:
+            env["UV_CACHE_DIR"] = str(Path(folder) / "uv-cache")
+            env["PIP_NO_CACHE_DIR"] = "1"
+        port = free_port()
+        start = time.perf_counter()
+        subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+        log = open(Path(folder) / "demo.log", "w")  # noqa: SIM115 (open while the server runs)
+        demo = subprocess.Popen(
+            ["bin/demo", str(port)], cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            while True:
+                if demo.poll() is not None:
+                    raise SystemExit(f"bin/demo stopped: see {log.name}\n" + Path(log.name).read_text()[-2000:])
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2):
+                        break
+                except OSError:
+                    time.sleep(0.5)
+            wall = time.perf_counter() - start
+        finally:
+            os.killpg(demo.pid, 15)
+            demo.wait(timeout=60)
+            log.close()
+        installed = [line for line in Path(log.name).read_text().splitlines() if line.startswith("Installed ")]
+        set_up = [line for line in Path(log.name).read_text().splitlines() if line.startswith("Set up ")]
+    caches = "empty package caches" if cold else "warm package caches"
+    print(f"bin/demo from a fresh clone to serving ({caches}): {wall:.1f} s")
+    for line in installed + set_up:
+        print(f"  {line}")
+
+
+def suite() -> None:
+    url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/readingroom")
+    base = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    runs = {
+        "bin/test on SQLite (HYPOTHESIS_PROFILE=ci)": ([], {**base, "HYPOTHESIS_PROFILE": "ci"}),
+        "bin/test on PostgreSQL (HYPOTHESIS_PROFILE=ci)": (
+            [],
+            {**base, "HYPOTHESIS_PROFILE": "ci", "DATABASE_URL": url},
+        ),
+        "bin/test --fast on SQLite": (["--fast"], base),
+    }
+    total = 0.0
+    for name, (extra, env) in runs.items():
+        wall, cpu = timed(["bin/test", *extra, "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env)
+        if "--fast" not in extra:
+            total += wall
+        print(f"  {name:<48} wall {wall / 60:5.1f} min   CPU {cpu / 60:5.1f} min   load {load()}")
+    print(f"  the whole suite on both databases, as .ci/run:   {total / 60:5.1f} min (target: at most 12)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--demo", action="store_true")
+    parser.add_argument("--cold", action="store_true")
+    parser.add_argument("--suite", action="store_true")
+    options = parser.parse_args()
+    print(f"load average before: {load()}   ({os.cpu_count()} cores)")
+    check_against_empty_project(options.runs)
+    if options.demo or options.cold:
+        demo_from_a_fresh_clone(cold=options.cold)
+    if options.suite:
+        suite()
+    print(f"load average after: {load()}")
+
+
+if __name__ == "__main__":
+    main()
