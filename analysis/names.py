@@ -8,7 +8,6 @@ knows nothing of Django (the metric workers import it in processes without Djang
 """
 
 import re
-from importlib.metadata import version
 
 # The results document's format (results.json, the API).
 SCHEMA = "readingroom-results/1"
@@ -70,5 +69,7 @@ def valid_metric_name(name: str) -> bool:
 
 def metrics_version() -> str:
     """Names the metrics' definitions: the algorithm and the reference packages' versions."""
+    from importlib.metadata import version  # here: start-up does not read the installed packages
+
     packages = ",".join(f"{name}={version(name)}" for name in ("nltk", "rouge-score", "sacrebleu"))
     return f"{METRICS_ALGORITHM_VERSION};{packages}"

@@ -12,7 +12,6 @@ import nh3
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils.safestring import SafeString, mark_safe
-from markdown_it import MarkdownIt
 
 from annotation.models import (
     GUIDE_MAX_LENGTH,
@@ -40,6 +39,9 @@ class GuideRefused(Exception):
 
 def render_guide(text: str) -> SafeString:
     """The guide's Markdown as sanitized HTML, safe to put in a page as it is."""
+    # Imported here: a web worker that never shows a guide does not load the parser at start-up.
+    from markdown_it import MarkdownIt
+
     markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
     html = markdown.render(text)
     clean = nh3.clean(

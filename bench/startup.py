@@ -3,7 +3,10 @@
     .venv/bin/python bench/startup.py [--runs 7] [--demo] [--cold] [--suite]
 
 - `manage.py check`: ReadingRoom's against an empty Django project's (`django-admin startproject`,
-  same interpreter, same Django), run in turns, median wall and CPU time, and their ratio.
+  same interpreter, same Django), run in turns, median wall and CPU time, and their ratio. Beside
+  them the same empty project with ReadingRoom's third-party apps, middleware and API settings and
+  one API view (DRF, drf-spectacular, django-axes, django-htmx, whitenoise, django-tasks-db): the
+  floor that the stack itself sets, before any of ReadingRoom's own code.
 - `--demo`: a fresh clone of this repository's HEAD in a temporary folder, then `bin/demo` until it
   answers on its port: wall time from clone to serving, with the install step's own line. Warm
   package caches unless `--cold` (an empty uv cache for the clone, as a first install would have).
@@ -45,18 +48,70 @@ def timed(command: list[str], *, cwd: Path, env: dict | None = None) -> tuple[fl
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+# Appended to the empty project's settings and URLconf: ReadingRoom's third-party stack, no code of its own.
+STACK_SETTINGS = """
+INSTALLED_APPS += [
+    "rest_framework", "rest_framework.authtoken", "drf_spectacular", "drf_spectacular_sidecar",
+    "django_htmx", "axes", "django_tasks_db",
+]
+MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+MIDDLEWARE += ["django_htmx.middleware.HtmxMiddleware", "axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+"""
+STACK_URLS = """
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.routers import DefaultRouter
+from rest_framework.viewsets import ViewSet
+
+
+class PingViewSet(ViewSet):
+    @extend_schema(responses={200: None})
+    def list(self, request):
+        return Response({})
+
+
+router = DefaultRouter()
+router.register("ping", PingViewSet, basename="ping")
+urlpatterns += [path("api/", include(router.urls))]
+"""
+
+
+def project(folder: Path, name: str, *, stack: bool) -> Path:
+    """A new Django project (startproject), with ReadingRoom's third-party stack if stack."""
+    where = folder / name
+    where.mkdir()
+    subprocess.run([PYTHON, "-m", "django", "startproject", "site_" + name, str(where)], check=True)
+    if stack:
+        package = where / ("site_" + name)
+        with open(package / "settings.py", "a") as settings:
+            settings.write(STACK_SETTINGS)
+        urls = (package / "urls.py").read_text()
+        urls = urls.replace("from django.urls import path", "from django.urls import include, path")
+        (package / "urls.py").write_text(urls + STACK_URLS)
+    return where
+
+
 def check_against_empty_project(runs: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        empty = Path(folder) / "empty"
-        empty.mkdir()
-        subprocess.run([PYTHON, "-m", "django", "startproject", "emptysite", str(empty)], check=True)
+        empty = project(Path(folder), "empty", stack=False)
+        floor = project(Path(folder), "stack", stack=True)
         ours_env = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
         ours_env.pop("DATABASE_URL", None)
         empty_env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-        times: dict[str, list[tuple[float, float]]] = {"readingroom": [], "empty project": []}
+        where = {"readingroom": (ROOT, ours_env), "empty project": (empty, empty_env), "stack only": (floor, empty_env)}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in where}
         for _ in range(runs):
-            times["readingroom"].append(timed([PYTHON, "manage.py", "check"], cwd=ROOT, env=ours_env))
-            times["empty project"].append(timed([PYTHON, "manage.py", "check"], cwd=empty, env=empty_env))
+            for name, (cwd, env) in where.items():
+                times[name].append(timed([PYTHON, "manage.py", "check"], cwd=cwd, env=env))
     medians = {
         name: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
         for name, values in times.items()
@@ -64,9 +119,10 @@ def check_against_empty_project(runs: int) -> None:
     print(f"manage.py check, median of {runs} runs in turns:")
     for name, (wall, cpu) in medians.items():
         print(f"  {name:<14} wall {wall:6.2f} s   CPU {cpu:6.2f} s")
-    ours, empty_check = medians["readingroom"], medians["empty project"]
-    wall_ratio, cpu_ratio = ours[0] / empty_check[0], ours[1] / empty_check[1]
-    print(f"  ratio          wall {wall_ratio:6.2f}     CPU {cpu_ratio:6.2f}   (target: at most 1.5)")
+    ours = medians["readingroom"]
+    for peer, note in (("empty project", "   (target: at most 1.5)"), ("stack only", "")):
+        wall_ratio, cpu_ratio = ours[0] / medians[peer][0], ours[1] / medians[peer][1]
+        print(f"  ratio to {peer:<13} wall {wall_ratio:5.2f}   CPU {cpu_ratio:5.2f}{note}")
 
 
 def free_port() -> int:

@@ -1,7 +1,10 @@
+import functools
+from collections.abc import Callable
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.routers import DefaultRouter
 
 from analysis import api as analysis_api
@@ -10,6 +13,36 @@ from annotation import views as annotation_views
 from consensus import api as consensus_api
 from exports import api as exports_api
 from judges import api as judges_api
+
+
+def built_on_first_request(build: Callable[[], Callable]) -> Callable:
+    """A view that build() makes when it is first requested, not when the URLconf is loaded.
+
+    For the API's schema and docs: drf-spectacular's views import its schema generator (and, with
+    it, Django's test client), which no other request needs and every process would load at start-up.
+    """
+    build = functools.cache(build)
+
+    @csrf_exempt  # as DRF's views are: they check CSRF themselves, for session log-ins
+    def view(request, *args, **kwargs):
+        return build()(request, *args, **kwargs)
+
+    return view
+
+
+@built_on_first_request
+def schema_view():
+    from drf_spectacular.views import SpectacularAPIView
+
+    return SpectacularAPIView.as_view()
+
+
+@built_on_first_request
+def docs_view():
+    from drf_spectacular.views import SpectacularSwaggerSplitView
+
+    return SpectacularSwaggerSplitView.as_view(url_name="schema")
+
 
 # No format suffixes (/api/studies.json): every route answers JSON, and a suffixed URL is a 404
 # like any other unknown one. ?format=json still picks the renderer.
@@ -76,8 +109,8 @@ urlpatterns = [
     path("accounts/login/", annotation_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api_docs"),
+    path("api/schema/", schema_view, name="schema"),
+    path("api/docs/", docs_view, name="api_docs"),
     path("api/", include(coordination_api)),
     path("api/", include(router.urls)),
     path("", include("consensus.urls")),
