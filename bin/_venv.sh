@@ -26,7 +26,9 @@ _readingroom_install() {
   if [ "${READINGROOM_INSTALLER:-uv}" != pip ] &&
     { [ -x .venv/bin/uv ] || .venv/bin/python -m pip install --quiet --disable-pip-version-check \
       --require-hashes --no-deps -r requirements-uv.txt; }; then
-    .venv/bin/uv pip install --quiet --python .venv/bin/python --require-hashes -r "$lock"
+    # --compile-bytecode, as pip does by default: with PYTHONDONTWRITEBYTECODE set (as on some
+    # machines) nothing would ever be compiled, and every process would compile Django anew.
+    .venv/bin/uv pip install --quiet --python .venv/bin/python --require-hashes --compile-bytecode -r "$lock"
   else
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r "$lock"
   fi
