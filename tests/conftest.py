@@ -63,7 +63,7 @@ if XDIST_WORKER and not MIGRATED_TEMPLATE:
         yield
         with django_db_blocker.unblock():
             _close_connections()
-            connection.creation._destroy_test_db(clone, verbosity=0)
+            _drop(clone)
 
 
 def _migrated_template() -> str:
@@ -84,6 +84,16 @@ def _migrated_template() -> str:
             _close_connections()
             marker.write_text(name)
     return name
+
+
+def _drop(name: str) -> None:
+    """Drop a test database. On PostgreSQL WITH (FORCE): a connection a thread of a test left open
+    (a live server's, a streamed response's) would otherwise refuse the drop and fail the run."""
+    if connection.vendor != "postgresql":
+        connection.creation._destroy_test_db(name, verbosity=0)
+        return
+    with connection.creation._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(name)} WITH (FORCE)")
 
 
 def _close_connections() -> None:
@@ -111,7 +121,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if marker.exists():
         name = marker.read_text()
         with session.config.stash[blocking_manager_key].unblock():
-            connection.creation._destroy_test_db(name, verbosity=0)
+            _drop(name)
         if connection.vendor == "sqlite":
             for leftover in (f"{name}-wal", f"{name}-shm"):
                 Path(leftover).unlink(missing_ok=True)
@@ -119,8 +129,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     Path(f"{marker}.lock").unlink(missing_ok=True)
 
 
+# Fixtures that read the published-shape replay through the services (20 to 30 s a module): the
+# tests that use them are long, and bin/test --fast leaves them out like the other slow ones.
+REPLAY_FIXTURES = {"replay", "replay_release"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if REPLAY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("postgres") and connection.vendor != "postgresql":
             item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL to run it"))
 

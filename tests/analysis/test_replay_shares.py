@@ -5,7 +5,7 @@ from analysis.results import analyze
 from exports.services import build_release
 from tests.replay import build_published_replay
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # the published-shape replay
 
 
 def _overall(table, measure, task):

@@ -7,7 +7,7 @@ from annotation.models import Annotation, Example, ExampleState, Task
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel
 from tests.replay import build_published_replay
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # the published-shape replay
 
 
 def test_the_published_reading_reproduces_the_published_counts_and_labels():
