@@ -2,11 +2,12 @@
 details hides them from them until they have rated it; enrolling such a person warns."""
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 from django.core.management import call_command
+from django.db import transaction
 from django.test import override_settings
 from django.urls import reverse
 
@@ -44,11 +45,19 @@ def _examples(pair) -> tuple[Example, Example, Example]:
     )
 
 
-@pytest.fixture
-def world(db) -> dict:
-    """Two pairs. `both` (coordinator and reader) has the original report of pair one open; another
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker) -> Iterator[dict]:
+    """Built once for the module and rolled back after it; each test runs in a savepoint of its own.
+
+    Two pairs. `both` (coordinator and reader) has the original report of pair one open; another
     reader rated it; the rest of pair one and all of pair two have ratings, an adjudication and
     unrouted examples to show."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield _build_world()
+        transaction.set_rollback(True)
+
+
+def _build_world() -> dict:
     study, readers, adjudicators = make_reading_study(pairs=2, readers=7, assign=False)
     coordinator = make_user(Role.COORDINATOR, username="coord")
     both = make_user(Role.COORDINATOR, Role.READER, username="both")
