@@ -1,8 +1,11 @@
 """annotation.roles: the role groups, the judge/person rule, and the conflict-of-interest warning in full."""
 
+import random
+
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 
 from annotation.models import Role
 from annotation.roles import (
@@ -13,6 +16,7 @@ from annotation.roles import (
     ensure_role_groups,
     grant_role,
     has_role,
+    roles_by_user,
     user_roles,
 )
 from tests.factories import make_user
@@ -95,3 +99,45 @@ def test_a_granted_role_shows_at_once_on_the_same_user_object():
     grant_role(user, Role.READER)
 
     assert user.has_perm(ROLE_PERMISSIONS[Role.READER]) and user_roles(user) == {Role.READER}
+
+
+def test_the_roles_read_are_the_roles_has_perm_grants_through_groups_and_directly():
+    # user_roles reads the roles in one hand-written statement, roles_by_user in the ORM: both must
+    # say what Django's has_perm says. Sixty users, each role's permission held through its group,
+    # directly, both or not at all, some inactive; a permission that shares a role's codename in
+    # another app, and a group holding it, grant nothing.
+    ensure_role_groups()
+    impostor = Permission.objects.create(
+        codename=ROLE_PERMISSIONS[Role.READER].split(".")[1],
+        name="Same codename, other app",
+        content_type=ContentType.objects.get_for_model(Group),
+    )
+    decoy = Group.objects.create(name="decoy")
+    decoy.permissions.add(impostor)
+    permission = {
+        role: Permission.objects.get(content_type__app_label=codename.split(".")[0], codename=codename.split(".")[1])
+        for role, codename in ROLE_PERMISSIONS.items()
+    }
+    draw = random.Random(27)
+    users = []
+    for number in range(60):
+        user = make_user(is_active=number % 7 != 0)
+        for role in ROLE_PERMISSIONS:
+            way = draw.choice(("none", "group", "direct", "both"))
+            if way in ("group", "both"):
+                user.groups.add(Group.objects.get(name=ROLE_GROUP_NAMES[role]))
+            if way in ("direct", "both"):
+                user.user_permissions.add(permission[role])
+        if draw.random() < 0.5:
+            user.groups.add(decoy)
+        if draw.random() < 0.3:
+            user.user_permissions.add(impostor)
+        users.append(user)
+
+    fresh = list(get_user_model().objects.filter(pk__in=[user.pk for user in users]).order_by("pk"))
+    by_user = roles_by_user(fresh)
+    for user in fresh:
+        expected = {role for role, codename in ROLE_PERMISSIONS.items() if user.has_perm(codename)}
+        assert user_roles(user) == expected, user.username
+        assert by_user[user.pk] == expected, user.username
+    assert len({user_roles(user) for user in fresh}) >= 10, "the draw should give many combinations of roles"
