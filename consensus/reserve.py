@@ -103,7 +103,9 @@ def escort_count(study: Study, task: str, reader_pk: int, routed_public_id) -> i
     return whole + (coin < mean - whole)
 
 
-def _release(study: Study, task: str, reader_pk: int, limit: int, first_open: int | None) -> int:
+def _release(
+    study: Study, task: str, reader_pk: int, limit: int, first_open: int | None, *, only: list[int] | None = None
+) -> int:
     """Move up to `limit` reads from the reserve into the queue, each at a random place after the
     first open item; how many moved. Two queries.
 
@@ -116,6 +118,8 @@ def _release(study: Study, task: str, reader_pk: int, limit: int, first_open: in
     held = Assignment.objects.filter(
         reader_id=reader_pk, study_id=study.pk, task=task, status=AssignmentStatus.OPEN, held=True
     ).order_by("queue_order")
+    if only is not None:
+        held = held.filter(pk__in=only)
     if connection.vendor == "postgresql":
         held = held.select_for_update(skip_locked=True, of=("self",))
     rows = list(held.values_list("pk", "example__public_id")[:limit])
@@ -132,6 +136,16 @@ def _release(study: Study, task: str, reader_pk: int, limit: int, first_open: in
     )
     queues.count(reader_pk, study.pk, task, opened=moved, held=-moved)
     return moved
+
+
+def release_read(assignment: Assignment) -> bool:
+    """Give one read held in its reader's reserve to them now, at a random place after their first
+    open item, as a release from the reserve places it; whether it was held. For the demo, which reads
+    one example to a split before anybody reads (annotation.management.commands.load_demo)."""
+    study = Study.objects.get(pk=assignment.study_id)
+    with transaction.atomic(), queues.counting():
+        first_open = first_open_place(assignment.reader_id, study.pk, assignment.task)
+        return _release(study, assignment.task, assignment.reader_id, 1, first_open, only=[assignment.pk]) > 0
 
 
 def open_empty_queues(study: Study) -> int:

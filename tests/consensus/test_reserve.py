@@ -309,6 +309,29 @@ def test_two_releases_at_once_never_move_one_read_twice():
     assert queue_counter_mismatches(study) == {}
 
 
+def test_release_read_gives_that_one_held_read_after_the_first_open_item_and_counts_it():
+    study, readers, _ = _reserved_study(readers=4)
+    reader = readers[0]
+    queue = Assignment.objects.filter(reader=reader, study=study, task=Task.REALISM, status=AssignmentStatus.OPEN)
+    held = list(queue.filter(held=True).order_by("-queue_order"))
+    assert len(held) >= 2
+    # The last of the reserve's own order: a release of one would have moved the first.
+    chosen = held[0]
+    first_open = reserve.first_open_place(reader.pk, study.pk, Task.REALISM)
+    counts = (_queue(reader, study).open_count, _queue(reader, study).held_count)
+
+    assert reserve.release_read(chosen) is True
+
+    chosen.refresh_from_db()
+    assert not chosen.held and chosen.queue_order > first_open
+    assert set(queue.filter(held=True)) == set(held[1:])
+    assert (_queue(reader, study).open_count, _queue(reader, study).held_count) == (counts[0] + 1, counts[1] - 1)
+    assert queue_counter_mismatches(study) == {}
+    # Given once: a second call moves nothing.
+    assert reserve.release_read(chosen) is False
+    assert queue_counter_mismatches(study) == {}
+
+
 # --- What a reader could guess: a simulated study ------------------------------------------------
 
 

@@ -394,22 +394,23 @@ def _simulate(study: Study, seed: int) -> dict[str, int]:
 def read_one_example_to_a_split(study: Study, *, seed: int = DEMO_SEED) -> None:
     """Read one Task 1 example of the study to a three-way split, so that an adjudication waits.
 
-    Does nothing once the study has an adjudication. The example is the first by natural key;
-    its reads are shown and submitted through the services, each with a different label, so
-    the second read routes a third reader and the third read routes the adjudicator.
+    Does nothing once the study has an adjudication. The example is the first by natural key; a
+    first read of it that waits in its reader's reserve (consensus.reserve) is given to them first.
+    Its reads are shown and submitted through the services, each with a different label, so the
+    second read routes a third reader and the third read routes the adjudicator.
     """
     if Adjudication.objects.filter(example__study=study).exists():
         return
     example = (
         Example.objects.filter(study=study, task=Task.REALISM, state=ExampleState.WAITING)
-        # Both first reads given to their readers already (not in a reserve: consensus.reserve).
-        .exclude(assignments__held=True)
         .select_related("pair__variation")
         .order_by("pair__dataset__key", "pair__source_study_id", "pair__variation__key", "report_type")
         .first()
     )
     if example is None:
         return
+    for held in Assignment.objects.filter(example=example, status=AssignmentStatus.OPEN, held=True):
+        reserve.release_read(held)
     rng = random.Random(f"readingroom-demo-split:{seed}")
     labels = TASK_RATINGS[Task.REALISM]
     with _final_at_once(study):
