@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q, Subquery
+from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import (
@@ -20,12 +21,15 @@ from annotation.models import (
     AssignmentStatus,
     AuditAction,
     AuditEvent,
+    CandidatePair,
     Example,
     Rating,
     ReaderQueue,
     ReportType,
+    Study,
     Task,
 )
+from annotation.rows import Selected, instances, select_list
 
 # The protocol's definitions, shown next to the labels.
 RATING_DEFINITIONS: dict[str, str] = {
@@ -188,18 +192,51 @@ def next_assignment(
 ) -> Assignment | None:
     """The reader's first open assignment of a task, loaded with its example, pair and study.
 
-    In one study if given, else in the lowest-numbered study with open work. One query: the
-    inner SELECT walks the reader-queue index (reader, study, task, status, queue_order) and
-    stops at the first entry; the joins apply to that one row only.
+    In one study if given, else in the lowest-numbered study with open work. Not a read in the
+    reader's reserve (consensus.reserve): it is not theirs to be given yet. One query: the inner
+    SELECT walks the reader-queue index (reader, study, task, status, queue_order) and stops at the
+    first entry; the joins apply to that one row only. Written by hand (annotation.rows): it runs on
+    every request for the next item, and the ORM took about 5 ms to compile it.
     """
-    # Not a read in the reader's reserve (consensus.reserve): it is not theirs to be given yet.
-    queue = Assignment.objects.filter(reader=reader, task=task, held=False).open()
+    quote = connection.ops.quote_name
+    in_study, params = "", [reader.pk, task, AssignmentStatus.OPEN]
     if study_id is not None:
-        queue = queue.filter(study_id=study_id)
+        in_study += " AND q.study_id = %s"
+        params.append(study_id)
     if study_slug is not None:
-        queue = queue.filter(study__slug=study_slug)
-    first = queue.order_by("study_id", "queue_order", "pk").values("pk")[:1]
-    return Assignment.objects.select_related("example__pair", "example__study").filter(pk=Subquery(first)).first()
+        in_study += " AND q.study_id = (SELECT qs.id FROM {studies} qs WHERE qs.slug = %s)"
+        params.append(study_slug)
+    statement = _NEXT_ASSIGNMENT.format(
+        columns=select_list(connection, _ASSIGNMENT, _EXAMPLE, _PAIR, _STUDY),
+        assignments=_ASSIGNMENT.table(connection),
+        examples=_EXAMPLE.table(connection),
+        pairs=_PAIR.table(connection),
+        studies=_STUDY.table(connection),
+        queue=quote(Assignment._meta.db_table),
+        in_study=in_study.format(studies=quote(Study._meta.db_table)),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    assignment, example, pair, study = instances(row, connection, _ASSIGNMENT, _EXAMPLE, _PAIR, _STUDY)
+    _EXAMPLE_PAIR.set_cached_value(example, pair)
+    _EXAMPLE_STUDY.set_cached_value(example, study)
+    _ASSIGNMENT_EXAMPLE.set_cached_value(assignment, example)
+    return assignment
+
+
+_NEXT_ASSIGNMENT = """SELECT {columns}
+ FROM {assignments} JOIN {examples} ON e.id = a.example_id
+ JOIN {pairs} ON p.id = e.pair_id JOIN {studies} ON s.id = e.study_id
+ WHERE a.id = (SELECT q.id FROM {queue} q
+   WHERE q.reader_id = %s AND q.task = %s AND q.status = %s AND NOT q.held{in_study}
+   ORDER BY q.study_id, q.queue_order, q.id LIMIT 1)"""
+_ASSIGNMENT, _EXAMPLE = Selected(Assignment, "a"), Selected(Example, "e")
+_PAIR, _STUDY = Selected(CandidatePair, "p"), Selected(Study, "s")
+_ASSIGNMENT_EXAMPLE = Assignment._meta.get_field("example")
+_EXAMPLE_PAIR, _EXAMPLE_STUDY = Example._meta.get_field("pair"), Example._meta.get_field("study")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 import pytest
 from django.db import transaction
 
-from annotation.models import Example, Study
+from annotation.models import Assignment, AssignmentStatus, Example, Study, Task
+from annotation.reading import next_assignment
 from consensus.services import ReadOf, lock_example
 from tests.factories import make_reading_study
 
@@ -43,3 +44,26 @@ def test_the_locked_example_its_study_and_pair_equal_what_the_orm_reads(django_a
     assert other_readers is None
     with transaction.atomic(), pytest.raises(Example.DoesNotExist):
         lock_example(orm.pk + 1000)
+
+
+def test_the_next_assignment_and_what_it_carries_equal_what_the_orm_reads(django_assert_num_queries):
+    study, readers, _ = make_reading_study(pairs=2)
+    reader = readers[0]
+    orm = (
+        Assignment.objects.filter(reader=reader, task=Task.REALISM, status=AssignmentStatus.OPEN, held=False)
+        .select_related("example__pair", "example__study")
+        .order_by("study_id", "queue_order", "pk")
+        .first()
+    )
+    assert orm is not None
+    for where in ({}, {"study_id": study.pk}, {"study_slug": study.slug}):
+        with django_assert_num_queries(1):
+            found = next_assignment(reader, task=Task.REALISM, **where)
+        with django_assert_num_queries(0):
+            made = (found, found.example, found.example.pair, found.example.study)
+        theirs = (orm, orm.example, orm.example.pair, orm.example.study)
+        for mine, expected in zip(made, theirs, strict=True):
+            assert _fields(mine) == _fields(expected)
+            assert [type(v) for v in _fields(mine).values()] == [type(v) for v in _fields(expected).values()]
+    assert next_assignment(reader, task=Task.REALISM, study_slug="no-such-study") is None
+    assert next_assignment(reader, task=Task.REALISM, study_id=study.pk + 1000) is None
