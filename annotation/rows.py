@@ -20,6 +20,7 @@ class Selected:
         self.fields = tuple(model._meta.concrete_fields)
         self.attnames = [field.attname for field in self.fields]
         self._converters: dict[str, list] = {}
+        self._columns: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -30,8 +31,12 @@ class Selected:
         return f"{quote(self.model._meta.db_table)} {quote(self.alias)}"
 
     def columns(self, connection: BaseDatabaseWrapper) -> str:
-        quote = connection.ops.quote_name
-        return ", ".join(f"{quote(self.alias)}.{quote(field.column)}" for field in self.fields)
+        found = self._columns.get(connection.vendor)
+        if found is None:
+            quote = connection.ops.quote_name
+            found = ", ".join(f"{quote(self.alias)}.{quote(field.column)}" for field in self.fields)
+            self._columns[connection.vendor] = found
+        return found
 
     def instance(self, values, connection: BaseDatabaseWrapper) -> Model:
         """The instance a queryset would make of these values, in the order of columns()."""
