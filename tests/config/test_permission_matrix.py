@@ -916,9 +916,7 @@ def test_the_permission_matrix_holds(world, name, method):
                 if not _is_login_for(response.headers.get("HX-Redirect", ""), path):
                     wrong.append(f"htmx {method.upper()} {path} did not send the browser to the login page")
             elif expected in ("login", 401, 403, 404) and written:
-                wrong.append(
-                    f"{kind}, {variant} object: {method.upper()} {path} was refused but wrote: {written}"
-                )
+                wrong.append(f"{kind}, {variant} object: {method.upper()} {path} was refused but wrote: {written}")
     assert not wrong, "\n".join(wrong)
 
 
