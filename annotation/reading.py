@@ -29,7 +29,7 @@ from annotation.models import (
     Study,
     Task,
 )
-from annotation.rows import Selected, instances, select_list
+from annotation.rows import Selected, attach, instances, select_list
 
 # The protocol's definitions, shown next to the labels.
 RATING_DEFINITIONS: dict[str, str] = {
@@ -221,9 +221,8 @@ def next_assignment(
     if row is None:
         return None
     assignment, example, pair, study = instances(row, connection, _ASSIGNMENT, _EXAMPLE, _PAIR, _STUDY)
-    _EXAMPLE_PAIR.set_cached_value(example, pair)
-    _EXAMPLE_STUDY.set_cached_value(example, study)
-    _ASSIGNMENT_EXAMPLE.set_cached_value(assignment, example)
+    attach(example, pair=pair, study=study)
+    attach(assignment, example=example)
     return assignment
 
 
@@ -235,8 +234,6 @@ _NEXT_ASSIGNMENT = """SELECT {columns}
    ORDER BY q.study_id, q.queue_order, q.id LIMIT 1)"""
 _ASSIGNMENT, _EXAMPLE = Selected(Assignment, "a"), Selected(Example, "e")
 _PAIR, _STUDY = Selected(CandidatePair, "p"), Selected(Study, "s")
-_ASSIGNMENT_EXAMPLE = Assignment._meta.get_field("example")
-_EXAMPLE_PAIR, _EXAMPLE_STUDY = Example._meta.get_field("pair"), Example._meta.get_field("study")
 
 
 @dataclass(frozen=True)

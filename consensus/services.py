@@ -59,7 +59,7 @@ from annotation.models import (
     Task,
     tiebreak,
 )
-from annotation.rows import Selected, instances, select_list
+from annotation.rows import Selected, attach, instances, select_list
 from consensus import blinding, reserve
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 
@@ -223,13 +223,9 @@ def _lock_exams_of(targets: list[tuple[str, list]], *, with_first_target: bool =
     locked = []
     for row in rows:
         example, study, pair = instances(row, connection, _EXAMPLE, _STUDY, _PAIR)
-        _EXAMPLE_STUDY.set_cached_value(example, study)
-        _EXAMPLE_PAIR.set_cached_value(example, pair)
+        attach(example, study=study, pair=pair)
         locked.append((example, row[-1]) if with_first_target else example)
     return locked
-
-
-_EXAMPLE_STUDY, _EXAMPLE_PAIR = Example._meta.get_field("study"), Example._meta.get_field("pair")
 
 
 def submit_annotation(
