@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import queues
+from annotation.taxonomy import DEFAULT_TAXONOMY
 
 
 def new_study_seed() -> int:
@@ -131,24 +132,6 @@ class ExampleState(models.TextChoices):
 class MemberRole(models.TextChoices):
     READER = "reader", "Reader"
     ADJUDICATOR = "adjudicator", "Adjudicator"
-
-
-# The taxonomy of MIMIC-CXR-Ext-ReRef: (key, label, dimension). A study copies it on creation
-# and may edit its own copy; the vocabulary is study data, not code.
-DEFAULT_TAXONOMY: tuple[tuple[str, str, str], ...] = (
-    ("structure--structured", "Structure: structured", "Organization"),
-    ("structure--free_text", "Structure: free text", "Organization"),
-    ("section_assignment", "Section assignment", "Organization"),
-    ("findings_scope--exhaustive", "Findings scope: exhaustive", "Completeness"),
-    ("findings_scope--minimal", "Findings scope: minimal", "Completeness"),
-    ("anatomical_granularity--high", "Anatomical granularity: high", "Granularity"),
-    ("anatomical_granularity--low", "Anatomical granularity: low", "Granularity"),
-    ("quantitative_granularity--low", "Quantitative granularity: low", "Granularity"),
-    ("terminology", "Terminology", "Language"),
-    ("hedging", "Hedging", "Language"),
-    ("negation--explicit", "Negation: explicit", "Language"),
-    ("negation--implicit", "Negation: implicit", "Language"),
-)
 
 
 class Dataset(models.Model):
