@@ -18,7 +18,7 @@ from analysis.live import study_frames, study_imported_scores, study_pair_texts
 from analysis.metrics import MetricCache
 from analysis.reader_quality import reader_quality
 from analysis.report import write_results
-from analysis.results import analyze
+from analysis.results import Margins, analyze
 from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
 from analysis.sensitivity_report import attach, write_sensitivity
 from analysis.services import RESULTS_SEED, Scope, data_version, scope_dir
@@ -49,6 +49,8 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
         dataset=scope.dataset or None,
         task=scope.task or None,
         progress=lambda done, total: progress(50 + 20 * done // max(total, 1)),
+        dimensions=dict(study.variations.values_list("key", "dimension")),
+        margins=study_margins(study),
     )
     reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
     readers = reader_quality(dataclasses.replace(frames, reads=reads))
@@ -82,6 +84,17 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
         if old.is_dir() and old != final and not old.name.startswith("."):
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def study_margins(study: Study) -> Margins:
+    """The study's margins as the analysis takes them: fractions (the study keeps points and percent)."""
+
+    def fraction(value):
+        return None if value is None else float(value) / 100
+
+    return Margins(
+        task1_realistic=fraction(study.noninferiority_margin), task2_major=fraction(study.equivalence_margin)
+    )
 
 
 # Metric sensitivity ------------------------------------------------------------------------------

@@ -28,12 +28,14 @@ MEASURE_COLOURS = ("#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#D55E
 MEASURE_NAMES = {
     "two_reads_agreed": "first two reads agreed",
     "krippendorff_alpha_ordinal_all_reads": "Krippendorff's alpha, ordinal (all reads)",
+    "krippendorff_alpha_ordinal_first_two_reads": "Krippendorff's alpha, ordinal (first two reads; a range where "
+    "three-way splits leave them open)",
     "percent_agreement": "percent agreement (initial reads)",
     "gwet_ac1": "Gwet's AC1 (initial reads)",
     "gwet_ac2_ordinal": "Gwet's AC2, ordinal (initial reads)",
     "krippendorff_alpha_ordinal": "Krippendorff's alpha, ordinal (initial reads)",
 }
-RELEASE_MEASURES = ("two_reads_agreed", "krippendorff_alpha_ordinal_all_reads")
+RELEASE_MEASURES = ("two_reads_agreed", "krippendorff_alpha_ordinal_first_two_reads")
 LIVE_MEASURES = ("percent_agreement", "gwet_ac1", "gwet_ac2_ordinal", "krippendorff_alpha_ordinal")
 DPI = 110
 
@@ -142,6 +144,46 @@ def _ratings_figure(results: Results, name: str, task: str) -> Figure:
     return figure
 
 
+def _interval_text(row) -> str:
+    """What a forest row says beside its line: p-values, or why there is no test or interval."""
+    notes = row.note or ""
+    if row.p_value is None:
+        text = "not tested: " + notes.split("test: ")[-1].split(";")[0] if "test:" in notes else ""
+    elif row.p_holm is None:
+        text = f"p = {row.p_value:.3g}"
+    else:
+        text = f"p = {row.p_value:.3g}, Holm p = {row.p_holm:.3g}"
+    if row.ci_low is None and "too few" in notes:
+        text += "; too few exams for a useful interval"
+    elif row.ci_low is not None and row.ci_low == row.ci_high:
+        text += "; zero-width interval"
+    verdict = getattr(row, "verdict", "")
+    return f"{text}; {verdict}" if verdict else text
+
+
+def _forest_rows(axes, table: pd.DataFrame, estimate: str) -> list[float]:
+    """Draw each row's interval (a bar; a zero-width one as a tall tick) and estimate; return the ends."""
+    ends = []
+    for row in table.itertuples():
+        overall = row.group == "all variations"
+        colour = "black" if overall else SCALE_COLOURS[0]
+        value = getattr(row, estimate)
+        if row.ci_low is not None and row.ci_low == row.ci_high:
+            axes.plot(row.ci_low, row.Index, marker="|", color=colour, markersize=16, markeredgewidth=2)
+        elif row.ci_low is not None:
+            axes.plot([row.ci_low, row.ci_high], [row.Index, row.Index], color=colour, linewidth=2)
+        if value is not None:
+            axes.plot(value, row.Index, marker="D" if overall else "o", color=colour, markersize=7)
+        axes.annotate(f"n={row.n_pairs} ({row.n_exams} exams)   {_interval_text(row)}", (1.01, row.Index),
+                      xycoords=("axes fraction", "data"), va="center", fontsize=8)  # fmt: skip
+        ends += [v for v in (row.ci_low, row.ci_high, value) if v is not None]
+    axes.set_yticks(np.arange(len(table)), list(table["group"]), fontsize=9)
+    axes.set_ylim(-0.7, len(table) - 0.3)
+    axes.axvline(0, color="grey", linestyle="--", linewidth=1)
+    axes.spines[["top", "right"]].set_visible(False)
+    return ends
+
+
 def _forest(results: Results) -> Figure:
     name = "task1_forest"
     table = results.tables.get("task1_degradation")
@@ -150,34 +192,39 @@ def _forest(results: Results) -> Figure:
     table = _by_variation(table).iloc[::-1].reset_index(drop=True)
     figure = _figure(10, 0.45 * len(table) + 2)
     axes = figure.add_subplot()
-    y = np.arange(len(table))
-    for row in table.itertuples():
-        overall = row.group == "all variations"
-        colour = "black" if overall else SCALE_COLOURS[0]
-        if row.ci_low is not None:
-            axes.plot([row.ci_low, row.ci_high], [row.Index, row.Index], color=colour, linewidth=2)
-        if row.mean_difference is not None:
-            axes.plot(row.mean_difference, row.Index, marker="D" if overall else "o", color=colour, markersize=7)
-        if row.p_value is None:
-            text = "not tested: " + row.note.split("test: ")[-1] if "test:" in row.note else ""
-        elif overall:
-            text = f"p = {row.p_value:.3g}"
-        else:
-            text = f"p = {row.p_value:.3g}, Holm p = {row.p_holm:.3g}"
-        axes.annotate(f"n={row.n_pairs}   {text}", (1.01, row.Index), xycoords=("axes fraction", "data"),
-                      va="center", fontsize=8)  # fmt: skip
-    axes.axvline(0, color="grey", linestyle="--", linewidth=1)
-    axes.set_yticks(y, [g for g in table["group"]], fontsize=9)
-    axes.set_ylim(-0.7, len(table) - 0.3)
-    ends = table[["ci_low", "ci_high", "mean_difference"]].to_numpy().ravel()
-    limit = max([1.0, *(abs(v) for v in ends if v is not None)])
+    ends = _forest_rows(axes, table, "mean_difference")
+    limit = max([1.0, *(abs(v) for v in ends)])
     axes.set_xlim(-limit - 0.1, limit + 0.1)
     axes.set_xlabel(
-        "Mean difference in consensus score, alternative - original (bootstrap 95% CI)\n"
+        "Mean difference in consensus score, alternative - original (exact 95% CI, inverted sign-flip test)\n"
         "< 0: alternative rated more realistic; > 0: less realistic (0 Realistic, 1 Minor, 2 Major)"
     )
-    axes.set_title(TITLES[name] + "\nWilcoxon signed-rank (Pratt), Holm-adjusted across variations")
-    axes.spines[["top", "right"]].set_visible(False)
+    axes.set_title(TITLES[name] + "\nExact sign-flip test over exams, Holm-adjusted across variations")
+    return figure
+
+
+def _realistic_forest(results: Results) -> Figure:
+    name = "task1_realistic_forest"
+    table = results.tables.get("task1_realistic_difference")
+    if table is None or not (table["n_pairs"] > 0).any():
+        return _empty(name, "No Task 1 pairs with a consensus for both reports yet.")
+    table = _by_variation(table).iloc[::-1].reset_index(drop=True)
+    figure = _figure(10, 0.45 * len(table) + 2)
+    axes = figure.add_subplot()
+    _forest_rows(axes, table, "difference")
+    margin = results.document.get("margins", {}).get("task1_realistic")
+    if margin is not None:
+        axes.axvline(-margin, color=SCALE_COLOURS[2], linewidth=1.5)
+        axes.annotate(f"margin -{margin:.0%}", (-margin, 1.0), xycoords=("data", "axes fraction"),
+                      color=SCALE_COLOURS[2], fontsize=8, ha="center", va="bottom")  # fmt: skip
+    axes.set_xlim(-1.05, 1.05)
+    axes.set_xlabel(
+        "Share rated Realistic, alternative - original (95% CI: Newcombe per variation, exact sign-flip over "
+        "exams overall)\n< 0: the alternative is rated Realistic less often"
+    )
+    axes.set_title(
+        TITLES[name] + ("" if margin is None else "\nNon-inferior where the interval lies right of the margin")
+    )
     return figure
 
 
@@ -200,11 +247,18 @@ def _agreement(results: Results) -> Figure:
             rows = _by_variation(part[part["measure"] == measure]).set_index("group").reindex(groups)
             offset = 0.35 - step / 2 - index * step
             for position, row in zip(y + offset, rows.itertuples(), strict=True):
+                label = MEASURE_NAMES[measure] if position == y[0] + offset else None
+                if (row.value is None or pd.isna(row.value)) and pd.notna(row.range_low):
+                    # Three-way splits leave the first two reads open: the range, as a hollow bar.
+                    axes.plot([row.range_low, row.range_high], [position, position], color=MEASURE_COLOURS[index],
+                              linewidth=4, alpha=0.45, solid_capstyle="butt", label=label)  # fmt: skip
+                    continue
                 if row.value is None or pd.isna(row.value):
                     continue
-                axes.plot([row.ci_low, row.ci_high], [position, position], color=MEASURE_COLOURS[index], linewidth=1.6)
-                axes.plot(row.value, position, "o", color=MEASURE_COLOURS[index], markersize=5,
-                          label=MEASURE_NAMES[measure] if position == y[0] + offset else None)  # fmt: skip
+                if pd.notna(row.ci_low):
+                    axes.plot([row.ci_low, row.ci_high], [position, position], color=MEASURE_COLOURS[index],
+                              linewidth=1.6)  # fmt: skip
+                axes.plot(row.value, position, "o", color=MEASURE_COLOURS[index], markersize=5, label=label)
         counts = _by_variation(part[part["measure"] == measures[0]]).set_index("group").reindex(groups)["n_examples"]
         for position, n in zip(y, counts, strict=True):
             axes.text(1.07, position, f"n={'-' if pd.isna(n) else int(n)}", va="center", fontsize=8)
@@ -212,12 +266,12 @@ def _agreement(results: Results) -> Figure:
         axes.axvline(0, color="grey", linestyle="--", linewidth=1)
         axes.set_xlim(-0.6, 1.25)
         axes.set_xticks([-0.5, 0, 0.5, 1])
-        axes.set_xlabel("Agreement (95% CI)")
+        axes.set_xlabel("Agreement (95% CI; none with fewer than 10 examples)")
         axes.set_title("Task 1, realism" if task == "task1" else "Task 2, equivalence")
         axes.spines[["top", "right"]].set_visible(False)
     handles, labels = axes_list[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
-    figure.suptitle(TITLES[name] + ("" if live else " (from the release files: third reads follow disagreement)"))
+    figure.suptitle(TITLES[name] + ("" if live else " (from the release files: the first two reads of each example)"))
     return figure
 
 
@@ -230,5 +284,6 @@ _DRAW = {
     "task1_ratings": lambda results: _ratings_figure(results, "task1_ratings", "task1"),
     "task2_ratings": lambda results: _ratings_figure(results, "task2_ratings", "task2"),
     "task1_forest": _forest,
+    "task1_realistic_forest": _realistic_forest,
     "agreement": _agreement,
 }

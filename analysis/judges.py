@@ -167,7 +167,7 @@ def _versus_row(task: str, judge: str, mine: pd.DataFrame, reads: pd.DataFrame, 
 def _bootstrap_shares(units: np.ndarray, seed: int) -> dict[str, list]:
     """Pooled shares over examples, each unit (judge agreements, judge pairs, read agreements, read pairs),
     with percentile bootstrap intervals over examples. The units take few distinct values: a resample
-    draws how many of each (one multinomial draw), as stats.bootstrap_mean does."""
+    draws how many of each (one multinomial draw), the same distribution as resampling indices."""
     distinct, inverse = np.unique(units, axis=0, return_inverse=True)
     weights = np.bincount(inverse.ravel(), minlength=len(distinct))
     n = len(units)

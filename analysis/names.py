@@ -16,8 +16,10 @@ TABLE_TITLES = {
     "task1_ratings": "Task 1, realism: consensus ratings",
     "task1_realistic": "Task 1, realism: proportion rated Realistic (Wilson 95% CI)",
     "task1_degradation": "Task 1, realism: alternative minus original consensus score, per pair",
+    "task1_realistic_difference": "Task 1, realism: alternative minus original in the share rated Realistic, paired",
     "task2_ratings": "Task 2, equivalence: consensus ratings",
     "task2_proportions": "Task 2, equivalence: no Major Discrepancy, and Equivalent (Wilson 95% CI)",
+    "task2_order": "Task 2, equivalence: rated Equivalent by which report was shown as Report A",
     "agreement": "Agreement",
     "disagreement": "Disagreement structure: how each consensus was reached",
     "adjudication": "Adjudicated examples: the adjudicator's rating and its distance from the three reads",
@@ -31,11 +33,12 @@ JUDGE_TITLES = {
     "judges_confusion": "Automated judges: judge rating against the consensus",
     "judges_vs_readers": "Automated judges: agreement with a single radiologist vs between two radiologists",
 }
-FIGURES = ("task1_ratings", "task2_ratings", "task1_forest", "agreement")
+FIGURES = ("task1_ratings", "task2_ratings", "task1_forest", "task1_realistic_forest", "agreement")
 TITLES = {
     "task1_ratings": "Task 1, realism: consensus ratings per variation",
     "task2_ratings": "Task 2, equivalence: consensus ratings per variation",
     "task1_forest": "Task 1, realism: alternative minus original, per variation",
+    "task1_realistic_forest": "Task 1, realism: difference in the share rated Realistic, per variation",
     "agreement": "Agreement per variation",
     **JUDGE_TITLES,
 }

@@ -135,7 +135,7 @@ class SignFlip:
         if exams_too_few(self.n_exams, alpha):
             return NotComputable(
                 f"too few exams for a useful interval (n = {self.n_exams}): with fewer than "
-                f"{_fewest_exams(alpha)} no sign arrangement is rarer than {alpha:.3g}, so no difference "
+                f"{fewest_exams(alpha)} no sign arrangement is rarer than {alpha:.3g}, so no difference "
                 "can be excluded"
             )
         low, high = self._end(alpha, -1), self._end(alpha, +1)
@@ -179,7 +179,8 @@ class SignFlip:
         return float(points[kept // 2 + 1]) if kept // 2 + 1 < len(points) else float(side * np.inf)
 
 
-def _fewest_exams(alpha: float) -> int:
+def fewest_exams(alpha: float = ALPHA) -> int:
+    """The fewest exams with which an interval at level alpha is bounded (6 at the 5% level)."""
     k = 1
     while exams_too_few(k, alpha):
         k += 1

@@ -7,11 +7,13 @@ not defined). The downloadable CSVs keep the tidy tables as they are.
 
 from analysis.names import TABLE_TITLES
 
-LEVELS = {"overall": "Overall", "dataset": "Dataset", "variation": "Variation"}
+LEVELS = {"overall": "Overall", "dataset": "Dataset", "dimension": "Dimension", "variation": "Variation"}
 MEASURES = {
     "two_reads_agreed": "First two reads agreed (share with two annotations)",
-    "krippendorff_alpha_nominal_all_reads": "Krippendorff's alpha, nominal, all reads",
-    "krippendorff_alpha_ordinal_all_reads": "Krippendorff's alpha, ordinal, all reads",
+    "krippendorff_alpha_nominal_first_two_reads": "Krippendorff's alpha, nominal, first two reads",
+    "krippendorff_alpha_ordinal_first_two_reads": "Krippendorff's alpha, ordinal, first two reads",
+    "krippendorff_alpha_nominal_all_reads": "Krippendorff's alpha, nominal, all reads (biased by design)",
+    "krippendorff_alpha_ordinal_all_reads": "Krippendorff's alpha, ordinal, all reads (biased by design)",
     "percent_agreement": "Percent agreement",
     "fleiss_kappa": "Fleiss' kappa",
     "krippendorff_alpha_nominal": "Krippendorff's alpha, nominal",
@@ -24,8 +26,16 @@ MEASURES = {
 SOURCES = {"initial_reads": "Two initial reads", "release": "Release files"}
 TASK_NAMES = {"task1": "Task 1", "task2": "Task 2"}
 DEGRADATION_COLUMNS = [
-    "Level", "Group", "Pairs", "Worse", "Same", "Better", "Mean difference [95% CI]", "Statistic", "p", "p (Holm)",
-    "Note",
+    "Level", "Group", "Pairs (exams)", "Worse", "Same", "Better", "Mean difference [95% CI]",
+    "[Bonferroni-adjusted CI]", "p", "p (Holm)", "Method", "Note",
+]  # fmt: skip
+REALISTIC_DIFFERENCE_COLUMNS = [
+    "Level", "Group", "Pairs (exams)", "Both Realistic", "Original only", "Alternative only", "Neither",
+    "Difference [95% CI]", "[Bonferroni-adjusted CI]", "p", "p (Holm)", "Method", "Non-inferiority", "Note",
+]  # fmt: skip
+ORDER_COLUMNS = [
+    "Level", "Group", "Reads", "Report A original: Equivalent", "Report A alternative: Equivalent", "Difference",
+    "p (Fisher's exact)", "Note",
 ]  # fmt: skip
 DISAGREEMENT_COLUMNS = [
     "Task", "Level", "Group", "Examples", "Two reads agreed", "A third read settled it", "Adjudicated", "Note",
@@ -47,9 +57,33 @@ def p_value(value) -> str:
 
 
 def estimate(row: dict, value: str = "value") -> str:
+    """The value with its interval; "no interval" where the row gives none, "zero width" where it has none."""
     if row.get(value) is None:
         return "n/a"
+    if row.get("ci_low") is None:
+        return f"{row[value]:.3f} (no interval)"
+    if row["ci_low"] == row["ci_high"]:
+        return f"{row[value]:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}] (zero width)"
     return f"{row[value]:.3f} [{number(row['ci_low'])}, {number(row['ci_high'])}]"
+
+
+def adjusted(row: dict) -> str:
+    if row["level"] != "variation":
+        return ""
+    if row.get("ci_adjusted_low") is None:
+        return "n/a"
+    return f"[{row['ci_adjusted_low']:.3f}, {row['ci_adjusted_high']:.3f}] ({100 * row['adjusted_confidence']:.2f}%)"
+
+
+def agreement_value(row: dict) -> str:
+    """An agreement estimate, or the range the release leaves open (three-way splits)."""
+    if row.get("value") is None and row.get("range_low") is not None:
+        return f"{row['range_low']:.3f} to {row['range_high']:.3f} (range)"
+    return estimate(row)
+
+
+def pairs(row: dict) -> str:
+    return f"{row['n_pairs']} ({row['n_exams']})"
 
 
 def _group(row: dict) -> list[str]:
@@ -86,22 +120,41 @@ def _task1(document: dict, figures: dict) -> dict:
     degradation = [
         [
             *_group(r),
-            str(r["n_pairs"]),
+            pairs(r),
             str(r["worse"]),
             str(r["same"]),
             str(r["better"]),
             estimate(r, "mean_difference"),
-            number(r["statistic"], 1),
+            adjusted(r),
             p_value(r["p_value"]),
             p_value(r["p_holm"]) if r["level"] == "variation" else "",
+            r["method"],
             r["note"],
         ]
         for r in tables["task1_degradation"]
     ]
+    difference = [
+        [
+            *_group(r),
+            pairs(r),
+            str(r["both_realistic"]),
+            str(r["original_only"]),
+            str(r["alternative_only"]),
+            str(r["neither"]),
+            estimate(r, "difference"),
+            adjusted(r),
+            p_value(r["p_value"]),
+            p_value(r["p_holm"]) if r["level"] == "variation" else "",
+            r["method"],
+            r["verdict"] or "no margin set",
+            r["note"],
+        ]
+        for r in tables["task1_realistic_difference"]
+    ]
     return {
         "id": "task1",
         "title": "Task 1: realism",
-        "figures": [figures["task1_ratings"], figures["task1_forest"]],
+        "figures": [figures["task1_ratings"], figures["task1_forest"], figures["task1_realistic_forest"]],
         "tables": [
             _ratings(tables["task1_ratings"], labels, "task1_ratings", by_report_type=True),
             _table(
@@ -112,10 +165,16 @@ def _task1(document: dict, figures: dict) -> dict:
             ),
             _table(
                 TABLE_TITLES["task1_degradation"]
-                + " (worse: the alternative's rating is further from Realistic; Wilcoxon signed-rank test)",
+                + " (worse: the alternative's rating is further from Realistic; exact sign-flip test over exams)",
                 DEGRADATION_COLUMNS,
                 degradation,
                 name="task1_degradation",
+            ),
+            _table(
+                TABLE_TITLES["task1_realistic_difference"] + _margin(document, "task1_realistic"),
+                REALISTIC_DIFFERENCE_COLUMNS,
+                difference,
+                name="task1_realistic_difference",
             ),
         ],
     }
@@ -124,8 +183,27 @@ def _task1(document: dict, figures: dict) -> dict:
 def _task2(document: dict, figures: dict) -> dict:
     tables = document["tables"]
     proportions = [
-        [*_group(r), MEASURES[r["measure"]], f"{r['k']} / {r['n']}", estimate(r, "proportion"), r["note"]]
+        [
+            *_group(r),
+            MEASURES[r["measure"]],
+            f"{r['k']} / {r['n']}",
+            estimate(r, "proportion"),
+            r["verdict"] or ("no margin set" if r["measure"] == "no_major_discrepancy" else ""),
+            r["note"],
+        ]
         for r in tables["task2_proportions"]
+    ]
+    order = [
+        [
+            *_group(r),
+            str(r["reads"]),
+            f"{r['a_original_equivalent']} / {r['a_original']}",
+            f"{r['a_alternative_equivalent']} / {r['a_alternative']}",
+            number(r["difference"]),
+            p_value(r["p_value"]),
+            r["note"],
+        ]
+        for r in tables["task2_order"]
     ]
     return {
         "id": "task2",
@@ -134,11 +212,12 @@ def _task2(document: dict, figures: dict) -> dict:
         "tables": [
             _ratings(tables["task2_ratings"], document["scale"]["task2"], "task2_ratings", by_report_type=False),
             _table(
-                TABLE_TITLES["task2_proportions"],
-                ["Level", "Group", "Measure", "Examples", "Proportion [95% CI]", "Note"],
+                TABLE_TITLES["task2_proportions"] + _margin(document, "task2_major"),
+                ["Level", "Group", "Measure", "Examples", "Proportion [95% CI]", "Equivalence", "Note"],
                 proportions,
                 name="task2_proportions",
             ),
+            _table(TABLE_TITLES["task2_order"], ORDER_COLUMNS, order, name="task2_order"),
         ],
     }
 
@@ -152,7 +231,7 @@ def _agreement(document: dict, figures: dict) -> dict:
             *_group(r),
             MEASURES.get(r["measure"], r["measure"]),
             str(r["n_examples"]),
-            estimate(r),
+            agreement_value(r),
             r["note"],
         ]
         for r in tables["agreement"]
@@ -209,6 +288,15 @@ def _agreement(document: dict, figures: dict) -> dict:
             ),
         ],
     }
+
+
+def _margin(document: dict, name: str) -> str:
+    margin = document.get("margins", {}).get(name)
+    if margin is None:
+        return " (no margin set)"
+    if name == "task1_realistic":
+        return f" (non-inferiority margin: {100 * margin:g} percentage points)"
+    return f" (equivalence margin: at most {100 * margin:g}% of pairs with a Major Discrepancy)"
 
 
 def sections(document: dict, figures: dict) -> list[dict]:

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import stats as scipy_stats
 
-from analysis import stats
+from analysis import paired, stats
 from analysis.frames import ReleaseFrames
 from analysis.judges import METHODS as JUDGE_METHODS
 from analysis.judges import JudgeInputError, judge_tables
 from analysis.names import SCHEMA
+from annotation.taxonomy import DEFAULT_DIMENSIONS
 
 TASK1_LABELS = ("Realistic", "Minor Issues", "Major Issues")
 TASK2_LABELS = ("Equivalent", "Minor Discrepancy", "Major Discrepancy")
@@ -34,27 +36,63 @@ TASK2_KEY = ["dataset", "study_id", "reref_variation"]
 KEYS = {"task1": TASK1_KEY, "task2": TASK2_KEY}
 ADJUDICATED_AS = ("rated_realistic_or_equivalent", "rated_minor", "rated_major")
 THIRD_READ_NOTE = (
-    "Over all reads of the release: a third read exists only where the first two disagreed, so this alpha "
-    "is not the agreement of two independent reads."
+    "Biased by design: over all reads of the release, and a third read exists only where the first two "
+    "disagreed, so disagreement is over-represented; the first two reads below are the unbiased measure."
 )
+# Below these many units an interval says too little to be shown (the point estimate stays): an
+# exact paired test cannot reach 5% with fewer than 6 exams (2 / 2^5 > 0.05), and an agreement
+# coefficient's variance rests on its units (the published design has 10 per variation).
+MIN_EXAMS = paired.fewest_exams()
+MIN_AGREEMENT_EXAMPLES = 10
 
 METHODS = {
     "scale": "0 = Realistic / Equivalent, 1 = Minor, 2 = Major, for the consensus rating of each example.",
     "proportions": "Wilson score 95% interval (statsmodels proportion_confint, method='wilson').",
     "degradation": (
-        "Per pair, alternative minus original consensus score. "
-        f"{stats.WILCOXON_METHOD} (scipy.stats.wilcoxon, zero_method='pratt', method='asymptotic'); "
-        "p-values Holm-adjusted across variations (statsmodels multipletests); mean difference with a "
-        f"percentile bootstrap 95% interval over pairs ({stats.BOOTSTRAP_RESAMPLES} resamples, seeded)."
+        "Per pair, alternative minus original consensus score; its mean over the pairs. "
+        f"{paired.METHOD}. One exam can be in several pairs: an exam's pairs are flipped together, so the "
+        "overall, dataset and dimension rows treat exams, not pairs, as the independent units. p-values are "
+        "Holm-adjusted across variations (statsmodels multipletests); beside them, each variation's interval "
+        "at the Bonferroni level 1 - 0.05/m (m variations tested), which excludes 0 only where the Bonferroni "
+        "p-value is below 0.05. An interval is exact, so it can have zero width (every pair shares one "
+        f"difference); with fewer than {MIN_EXAMS} exams no interval is bounded and none is shown."
+    ),
+    "realistic_difference": (
+        "Per pair, whether each report's consensus is Realistic; the difference alternative minus original "
+        "in the share Realistic. Per variation (one pair per exam): Newcombe's (1998) method 10 interval and "
+        "the exact McNemar test (statsmodels mcnemar, exact=True), Holm-adjusted across variations. Overall, "
+        "per dataset and per dimension, where an exam can be in several pairs: the exact sign-flip test and "
+        f"interval over exams as above. Fewer than {MIN_EXAMS} exams: no interval. With a non-inferiority "
+        "margin M, a row is non-inferior when its interval's lower end is above -M, inferior when its upper "
+        "end is below -M, otherwise not shown."
+    ),
+    "equivalence_margin": (
+        "With an equivalence margin M for Task 2 (the largest share of pairs with a Major Discrepancy the "
+        "study accepts), a group is equivalent when the Wilson interval of the share with no Major "
+        "Discrepancy lies above 1 - M, otherwise not shown."
+    ),
+    "order": (
+        "Task 2 reads by which report was shown as Report A (drawn at random for each read): the share rated "
+        "Equivalent with Report A the original against with Report A the alternative, Fisher's exact test "
+        "(scipy.stats.fisher_exact, two-sided)."
     ),
     "agreement_initial_reads": (
         "Live study only: the two initial reads of each example (slots 1 and 2). Percent agreement with a "
         "Wilson interval; Fleiss' kappa, Gwet's AC1 and AC2 (ordinal weights) with Gwet's variance and a "
-        "t interval (as irrCAC); Krippendorff's alpha (krippendorff package) with Gwet's variance."
+        "t interval (as irrCAC); Krippendorff's alpha (krippendorff package) with Gwet's variance. "
+        f"With fewer than {MIN_AGREEMENT_EXAMPLES} examples the value is shown without an interval."
     ),
     "agreement_release": (
-        "From the release files: the share of examples with exactly two annotations is the share whose two "
-        "initial reads agreed (Wilson interval); Krippendorff's alpha over all reads. " + THIRD_READ_NOTE
+        "From the release files, the first two reads of each example: an example with two annotations has "
+        "only those; with three and a majority, the first two were the two that differ (a third read is "
+        "asked only after a disagreement); with a three-way split, which two came first is not in the "
+        "release, so alpha is given as its range over every way of choosing them. The share with two "
+        "annotations is the share whose first two reads agreed (Wilson interval). "
+        "Krippendorff's alpha over all reads is kept for comparison: " + THIRD_READ_NOTE
+    ),
+    "dimensions": (
+        "Variations are grouped by the taxonomy's dimension (Organization, Completeness, Granularity, "
+        "Language): the study's own taxonomy for a live study, the MIMIC-CXR-Ext-ReRef taxonomy for a release."
     ),
     "disagreement": (
         "label_source: unanimous (two reads agreed), majority (a third read settled it), adjudicated. "
@@ -62,6 +100,18 @@ METHODS = {
         "rating and each of the three reads."
     ),
 }
+
+
+@dataclass(frozen=True)
+class Margins:
+    """A study's margins, as fractions (None: none set).
+
+    task1_realistic: non-inferiority margin on the share rated Realistic (alternative minus original).
+    task2_major: the largest share of pairs with a Major Discrepancy that still counts as equivalent.
+    """
+
+    task1_realistic: float | None = None
+    task2_major: float | None = None
 
 
 class AnalysisInputError(ValueError):
@@ -81,11 +131,17 @@ def analyze(
     dataset: str | None = None,
     task: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    dimensions: dict[str, str] | None = None,
+    margins: Margins | None = None,
 ) -> Results:
     """Every table and the JSON document for these frames, optionally for one dataset and/or one task.
 
     `progress(done, total)`, if given, is called as the steps finish (for a worker's progress bar).
+    `dimensions` maps each variation key to its taxonomy dimension (default: MIMIC-CXR-Ext-ReRef's);
+    `margins` are the study's non-inferiority and equivalence margins (default: none).
     """
+    dimensions = DEFAULT_DIMENSIONS if dimensions is None else dimensions
+    margins = margins or Margins()
     if task is not None and task not in TASK_ALIASES:
         raise AnalysisInputError(f"task: unknown task {task!r}; use task1 (realism) or task2 (equivalence).")
     tasks = [TASK_ALIASES[task]] if task else ["task1", "task2"]
@@ -105,28 +161,30 @@ def analyze(
     adjudication: list[pd.DataFrame] = []
 
     if "task1" in tasks:
-        consensus = _scored(frames.task1_consensus, "task1", "task1_consensus.csv")
-        full = _scored(frames.task1_full, "task1", "task1_full.csv")
+        consensus = _dimensioned(_scored(frames.task1_consensus, "task1", "task1_consensus.csv"), dimensions)
+        full = _dimensioned(_scored(frames.task1_full, "task1", "task1_full.csv"), dimensions)
         full = _with_consensus(full, consensus, TASK1_KEY)
         pairs = _pairs(consensus)
         tables["task1_ratings"] = _rating_counts(consensus, "task1", by_report_type=True)
         tables["task1_realistic"] = _task1_realistic(consensus)
-        tables["task1_degradation"] = _degradation(pairs, seed)
+        tables["task1_degradation"] = _degradation(pairs)
+        tables["task1_realistic_difference"] = _realistic_difference(pairs, margins.task1_realistic)
         counts["task1"] = {"examples": len(consensus), "pairs": len(pairs), "annotations": len(full)}
         advance(1)
     if "task2" in tasks:
-        consensus2 = _scored(frames.task2_consensus, "task2", "task2_consensus.csv")
-        full2 = _scored(frames.task2_full, "task2", "task2_full.csv")
+        consensus2 = _dimensioned(_scored(frames.task2_consensus, "task2", "task2_consensus.csv"), dimensions)
+        full2 = _dimensioned(_scored(frames.task2_full, "task2", "task2_full.csv"), dimensions)
         full2 = _with_consensus(full2, consensus2, TASK2_KEY)
         tables["task2_ratings"] = _rating_counts(consensus2, "task2", by_report_type=False)
-        tables["task2_proportions"] = _task2_proportions(consensus2)
+        tables["task2_proportions"] = _task2_proportions(consensus2, margins.task2_major)
+        tables["task2_order"] = _order_effect(full2)
         counts["task2"] = {"examples": len(consensus2), "annotations": len(full2)}
         advance(len(tasks))
 
     for done, name in enumerate(tasks, start=len(tasks) + 1):
         consensus_t, full_t = (consensus, full) if name == "task1" else (consensus2, full2)
         if live:
-            reads = _initial_reads(frames.reads, name, consensus_t)
+            reads = _dimensioned(_initial_reads(frames.reads, name, consensus_t), dimensions)
             agreement.append(_initial_read_agreement(reads, name))
         agreement.append(_release_agreement(consensus_t, full_t, name))
         disagreement.append(_disagreement(consensus_t, name))
@@ -150,6 +208,7 @@ def analyze(
         "counts": counts,
         "methods": methods,
         "seed": seed,
+        "margins": {"task1_realistic": margins.task1_realistic, "task2_major": margins.task2_major},
         "tables": {name: _records(table) for name, table in tables.items()},
     }
     return Results(document=document, tables=tables)
@@ -226,11 +285,18 @@ def _in(frame: pd.DataFrame, key: list[str], within: pd.DataFrame) -> np.ndarray
     return np.isin(ids, within_ids)
 
 
+def _dimensioned(frame: pd.DataFrame, dimensions: dict[str, str]) -> pd.DataFrame:
+    """The frame with each row's taxonomy dimension ("" for a variation the taxonomy does not name)."""
+    return frame.assign(dimension=frame["reref_variation"].map(dimensions).fillna("").astype(str))
+
+
 def _groups(frame: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
+    """overall, then each dataset, each taxonomy dimension and each variation."""
     yield "overall", "all", frame
-    for level, column in (("dataset", "dataset"), ("variation", "reref_variation")):
+    for level, column in (("dataset", "dataset"), ("dimension", "dimension"), ("variation", "reref_variation")):
         for group, part in frame.groupby(column, sort=True):
-            yield level, str(group), part
+            if group != "":
+                yield level, str(group), part
 
 
 # Task 1 -------------------------------------------------------------------------------------------
@@ -285,47 +351,37 @@ def _task1_realistic(consensus: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pairs(consensus: pd.DataFrame) -> pd.DataFrame:
-    """One row per pair whose two reports both have a consensus: difference = alternative - original."""
+    """One row per pair whose two reports both have a consensus: difference = alternative - original.
+
+    `exam` names the pair's exam (dataset and study id): the unit the tests treat as independent.
+    """
     key = ["dataset", "study_id", "reref_variation"]
-    original = consensus.loc[consensus["report_type"] == "original", [*key, "score"]]
+    original = consensus.loc[consensus["report_type"] == "original", [*key, "dimension", "score"]]
     alternative = consensus.loc[consensus["report_type"] == "alternative", [*key, "score"]]
     pairs = original.merge(alternative, on=key, suffixes=("_original", "_alternative"))
-    return pairs.assign(difference=pairs["score_alternative"].astype(int) - pairs["score_original"].astype(int))
+    return pairs.assign(
+        difference=pairs["score_alternative"].astype(int) - pairs["score_original"].astype(int),
+        realistic_difference=(pairs["score_alternative"] == 0).astype(int) - (pairs["score_original"] == 0).astype(int),
+        exam=pairs["dataset"] + "\x1f" + pairs["study_id"],
+    )
 
 
-def _degradation(pairs: pd.DataFrame, seed: int) -> pd.DataFrame:
-    rows = []
-    for level, group, part in _groups(pairs):
-        differences = part["difference"].to_numpy()
-        mean = stats.bootstrap_mean(differences, seed=seed)
-        test = stats.signed_rank(differences)
-        notes = []
-        row = {"level": level, "group": group, "n_pairs": len(part)}
-        if isinstance(mean, stats.NotComputable):
-            row |= {
-                "mean_difference": float(differences.mean()) if len(part) else None,
-                "ci_low": None,
-                "ci_high": None,
-            }
-            notes.append(f"interval: {mean.reason}")
-        else:
-            row |= {"mean_difference": mean.value, "ci_low": mean.low, "ci_high": mean.high}
-        row["worse"] = int((differences > 0).sum())
-        row["better"] = int((differences < 0).sum())
-        row["same"] = int((differences == 0).sum())
-        if isinstance(test, stats.NotComputable):
-            row |= {"statistic": None, "p_value": None}
-            notes.append(f"test: {test.reason}")
-        else:
-            row |= {"statistic": test.statistic, "p_value": test.p_value}
-        row["p_holm"] = None
-        row["note"] = "; ".join(notes)
-        rows.append(row)
-    columns = [
-        "level", "group", "n_pairs", "worse", "same", "better", "mean_difference", "ci_low", "ci_high",
-        "statistic", "p_value", "p_holm", "note",
-    ]  # fmt: skip
-    table = pd.DataFrame(rows, columns=columns)
+def _interval_columns(interval: stats.Result, prefix: str = "ci") -> tuple[dict, str]:
+    """The interval's two columns and a note (why it is missing, or that it has zero width)."""
+    if isinstance(interval, stats.NotComputable):
+        return {f"{prefix}_low": None, f"{prefix}_high": None}, interval.reason
+    note = "zero-width interval: only the observed difference is not rejected" if interval.low == interval.high else ""
+    return {f"{prefix}_low": interval.low, f"{prefix}_high": interval.high}, note
+
+
+def _adjusted_confidence(table: pd.DataFrame) -> float:
+    """Bonferroni's level for the variation rows tested: 1 - 0.05 / m."""
+    tested = int(((table["level"] == "variation") & table["p_value"].notna()).sum())
+    return 1 - (1 - stats.CONFIDENCE) / max(tested, 1)
+
+
+def _holm_variations(table: pd.DataFrame) -> pd.DataFrame:
+    table["p_holm"] = None
     tested = table.index[(table["level"] == "variation") & table["p_value"].notna()]
     if len(tested):
         table["p_holm"] = table["p_holm"].astype(object)
@@ -333,56 +389,270 @@ def _degradation(pairs: pd.DataFrame, seed: int) -> pd.DataFrame:
     return table
 
 
+def _sign_flip_row(level: str, group: str, part: pd.DataFrame, column: str) -> tuple[dict, paired.SignFlip]:
+    """A paired row's counts, mean, exact test and interval (at 95%; the adjusted one comes later)."""
+    differences = part[column].to_numpy()
+    test = paired.SignFlip(differences, part["exam"].to_numpy())
+    row = {"level": level, "group": group, "n_pairs": len(part), "n_exams": test.n_exams}
+    row |= {
+        "worse": int((differences > 0).sum()),
+        "same": int((differences == 0).sum()),
+        "better": int((differences < 0).sum()),
+    }
+    row["estimate"] = test.mean if len(part) else None
+    notes = []
+    interval, why = _interval_columns(test.interval() if len(part) else stats.NotComputable("no pairs"))
+    row |= interval
+    if why:
+        notes.append(f"interval: {why}")
+    result = test.test()
+    if isinstance(result, stats.NotComputable):
+        row["p_value"] = None
+        notes.append(f"test: {result.reason}")
+    else:
+        row["p_value"] = result.p_value
+    row["method"] = f"exact sign-flip over {test.n_exams} exams" if len(part) else ""
+    row["note"] = "; ".join(notes)
+    return row, test
+
+
+def _adjust(table: pd.DataFrame, tests: list[paired.SignFlip | None]) -> pd.DataFrame:
+    """Holm's p-values and Bonferroni's intervals for the variation rows (None elsewhere)."""
+    table = _holm_variations(table)
+    level = _adjusted_confidence(table)
+    low, high = [None] * len(table), [None] * len(table)
+    for index, test in enumerate(tests):
+        if test is None or table.at[index, "level"] != "variation" or table.at[index, "p_value"] is None:
+            continue
+        interval = test.interval(level)
+        if isinstance(interval, stats.Estimate):
+            low[index], high[index] = interval.low, interval.high
+        else:
+            table.at[index, "note"] = "; ".join(
+                filter(None, [table.at[index, "note"], f"adjusted interval: {interval.reason}"])
+            )
+    return table.assign(ci_adjusted_low=low, ci_adjusted_high=high, adjusted_confidence=level)
+
+
+DEGRADATION_COLUMNS = [
+    "level", "group", "n_pairs", "n_exams", "worse", "same", "better", "mean_difference", "ci_low", "ci_high",
+    "ci_adjusted_low", "ci_adjusted_high", "adjusted_confidence", "p_value", "p_holm", "method", "note",
+]  # fmt: skip
+
+
+def _degradation(pairs: pd.DataFrame) -> pd.DataFrame:
+    rows, tests = [], []
+    for level, group, part in _groups(pairs):
+        row, test = _sign_flip_row(level, group, part, "difference")
+        row["mean_difference"] = row.pop("estimate")
+        rows.append(row)
+        tests.append(test)
+    table = pd.DataFrame(rows, columns=[c for c in DEGRADATION_COLUMNS if "adjusted" not in c and c != "p_holm"])
+    return _adjust(table, tests)[DEGRADATION_COLUMNS]
+
+
+REALISTIC_DIFFERENCE_COLUMNS = [
+    "level", "group", "n_pairs", "n_exams", "both_realistic", "original_only", "alternative_only", "neither",
+    "difference", "ci_low", "ci_high", "ci_adjusted_low", "ci_adjusted_high", "adjusted_confidence", "p_value",
+    "p_holm", "method", "verdict", "note",
+]  # fmt: skip
+
+
+def _realistic_difference(pairs: pd.DataFrame, margin: float | None) -> pd.DataFrame:
+    """Alternative minus original in the share rated Realistic, paired, with the margin's verdict."""
+    rows, tests = [], []
+    for level, group, part in _groups(pairs):
+        original, alternative = part["score_original"] == 0, part["score_alternative"] == 0
+        table = paired.PairedTable(
+            both=int((original & alternative).sum()),
+            first_only=int((alternative & ~original).sum()),
+            second_only=int((original & ~alternative).sum()),
+            neither=int((~original & ~alternative).sum()),
+        )
+        row = {"level": level, "group": group, "n_pairs": len(part), "n_exams": part["exam"].nunique()}
+        row |= {
+            "both_realistic": table.both,
+            "original_only": table.second_only,
+            "alternative_only": table.first_only,
+            "neither": table.neither,
+        }
+        test = None
+        if level == "variation":
+            # One pair per exam: the paired 2x2 table's own methods.
+            row["difference"] = (table.first_only - table.second_only) / table.n
+            notes = []
+            if table.n < MIN_EXAMS:
+                interval = stats.NotComputable(
+                    f"too few exams for a useful interval (n = {table.n}; fewer than {MIN_EXAMS})"
+                )
+            else:
+                interval = paired.newcombe_paired(table)
+            columns, why = _interval_columns(interval)
+            row |= columns
+            if why:
+                notes.append(f"interval: {why}")
+            p = paired.mcnemar_exact(table)
+            if isinstance(p, stats.NotComputable):
+                row["p_value"] = None
+                notes.append(f"test: {p.reason}")
+            else:
+                row["p_value"] = p
+            row["method"] = "Newcombe method 10; exact McNemar"
+            row["note"] = "; ".join(notes)
+        else:
+            flipped, test = _sign_flip_row(level, group, part, "realistic_difference")
+            row["difference"] = flipped["estimate"]
+            row |= {key: flipped[key] for key in ("ci_low", "ci_high", "p_value", "method", "note")}
+        rows.append(row)
+        tests.append(test)
+    table = pd.DataFrame(rows, columns=[c for c in REALISTIC_DIFFERENCE_COLUMNS if c not in _ADDED])
+    table = _holm_variations(table)
+    table["verdict"] = [
+        _non_inferiority(low, high, margin) for low, high in zip(table["ci_low"], table["ci_high"], strict=True)
+    ]
+    # Newcombe's interval has no Bonferroni form of its own: the adjusted level is applied to it directly.
+    level = _adjusted_confidence(table)
+    adjusted = [
+        paired.newcombe_paired(
+            paired.PairedTable(r.both_realistic, r.alternative_only, r.original_only, r.neither), level
+        )
+        if r.level == "variation" and r.p_value is not None and r.n_pairs >= MIN_EXAMS
+        else None
+        for r in table.itertuples()
+    ]
+    table["ci_adjusted_low"] = [None if a is None else a.low for a in adjusted]
+    table["ci_adjusted_high"] = [None if a is None else a.high for a in adjusted]
+    table["adjusted_confidence"] = level
+    return table[REALISTIC_DIFFERENCE_COLUMNS]
+
+
+_ADDED = ("ci_adjusted_low", "ci_adjusted_high", "adjusted_confidence", "p_holm", "verdict")
+
+
+def _non_inferiority(low, high, margin: float | None) -> str:
+    if margin is None:
+        return ""
+    if low is None or pd.isna(low):
+        return "not computable"
+    if low > -margin:
+        return "non-inferior"
+    if high < -margin:
+        return "inferior"
+    return "not shown"
+
+
 # Task 2 -------------------------------------------------------------------------------------------
 
 
-def _task2_proportions(consensus: pd.DataFrame) -> pd.DataFrame:
+def _task2_proportions(consensus: pd.DataFrame, margin: float | None) -> pd.DataFrame:
     rows = []
     for level, group, part in _groups(consensus):
         n = len(part)
         no_major = int((part["score"] < 2).sum())
         equivalent = int((part["score"] == 0).sum())
-        rows.append(_proportion_row({"level": level, "group": group, "measure": "no_major_discrepancy"}, no_major, n))
+        measured = _proportion_row({"level": level, "group": group, "measure": "no_major_discrepancy"}, no_major, n)
+        measured["verdict"] = _equivalence(measured["ci_low"], margin)
+        rows.append(measured)
         rows.append(_proportion_row({"level": level, "group": group, "measure": "equivalent"}, equivalent, n))
-    columns = ["level", "group", "measure", "k", "n", "proportion", "ci_low", "ci_high", "note"]
+    columns = ["level", "group", "measure", "k", "n", "proportion", "ci_low", "ci_high", "verdict", "note"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _equivalence(low, margin: float | None) -> str:
+    """Equivalent when the share with no Major Discrepancy is, with 95% confidence, above 1 - margin."""
+    if margin is None:
+        return ""
+    if low is None:
+        return "not computable"
+    return "equivalent" if low > 1 - margin else "not shown"
+
+
+ORDER_COLUMNS = [
+    "level", "group", "reads", "a_original", "a_original_equivalent", "a_alternative", "a_alternative_equivalent",
+    "difference", "p_value", "note",
+]  # fmt: skip
+
+
+def _order_effect(full: pd.DataFrame) -> pd.DataFrame:
+    """Task 2 reads by which report was Report A: share Equivalent each way, Fisher's exact test."""
+    rows = []
+    for level, group, part in _groups(full):
+        first = part["report_a_type"] == "original"
+        second = part["report_a_type"] == "alternative"
+        equivalent = part["score"] == 0
+        a, b = int((first & equivalent).sum()), int((first & ~equivalent).sum())
+        c, d = int((second & equivalent).sum()), int((second & ~equivalent).sum())
+        row = {"level": level, "group": group, "reads": len(part), "a_original": a + b, "a_original_equivalent": a}
+        row |= {"a_alternative": c + d, "a_alternative_equivalent": c}
+        if a + b and c + d:
+            row["difference"] = a / (a + b) - c / (c + d)
+            row["p_value"] = float(scipy_stats.fisher_exact([[a, b], [c, d]]).pvalue)
+            row["note"] = ""
+        else:
+            row |= {"difference": None, "p_value": None, "note": "every read showed the same report as Report A"}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=ORDER_COLUMNS)
 
 
 # Agreement ----------------------------------------------------------------------------------------
 
 
-def _count_matrix(frame: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Units x 3 matrix of read counts per score, and each unit's variation."""
+def _count_matrix(frame: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """Units x 3 matrix of read counts per score, and each unit's variation and dimension."""
     if frame.empty:
-        return np.zeros((0, 3)), np.array([], dtype=object)
+        return np.zeros((0, 3)), pd.DataFrame({"reref_variation": [], "dimension": []}, dtype=object)
     units, _ = pd.factorize(_unit_ids([frame], key)[0])
     matrix = np.zeros((units.max() + 1, 3))
     np.add.at(matrix, (units, frame["score"].to_numpy().astype(int)), 1)
     _, first = np.unique(units, return_index=True)
-    return matrix, frame["reref_variation"].to_numpy()[first]
+    return matrix, frame[["reref_variation", "dimension"]].iloc[first].reset_index(drop=True)
+
+
+def _unit_groups(units: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
+    """overall, each dimension, each variation: a mask over the units."""
+    groups = [("overall", "all", np.ones(len(units), dtype=bool))]
+    for level, column in (("dimension", "dimension"), ("variation", "reref_variation")):
+        groups += [(level, str(g), (units[column] == g).to_numpy()) for g in sorted(set(units[column])) if g != ""]
+    return groups
+
+
+def _too_few(columns: dict, n: int) -> dict:
+    """Below MIN_AGREEMENT_EXAMPLES an agreement row keeps its value but shows no interval."""
+    if n >= MIN_AGREEMENT_EXAMPLES or columns["value"] is None:
+        return columns
+    reason = f"too few examples for a useful interval (n = {n}; fewer than {MIN_AGREEMENT_EXAMPLES})"
+    return columns | {"ci_low": None, "ci_high": None, "note": reason}
+
+
+def _agreement_row(task: str, source: str, level: str, group: str, measure: str, n: int, columns: dict) -> dict:
+    return (
+        {"task": task, "source": source, "level": level, "group": group, "measure": measure, "n_examples": n}
+        | {
+            "range_low": None,
+            "range_high": None,
+        }
+        | _too_few(columns, n)
+    )
 
 
 def _agreement_rows(task: str, source: str, measures: dict, key: list[str], frame: pd.DataFrame, note: str = ""):
-    matrix, variations = _count_matrix(frame, key)
-    groups = [("overall", "all", np.ones(len(matrix), dtype=bool))]
-    groups += [("variation", str(v), variations == v) for v in sorted(set(variations))]
+    matrix, units = _count_matrix(frame, key)
     rows = []
-    for level, group, mask in groups:
+    for level, group, mask in _unit_groups(units):
         part = matrix[mask]
         for measure, function in measures.items():
-            result = function(part)
-            columns = _estimate_columns(result)
+            columns = _estimate_columns(function(part))
             if note and not columns["note"]:
                 columns["note"] = note
-            rows.append(
-                {"task": task, "source": source, "level": level, "group": group, "measure": measure}
-                | {"n_examples": len(part)}
-                | columns
-            )
+            rows.append(_agreement_row(task, source, level, group, measure, len(part), columns))
     return rows
 
 
-AGREEMENT_COLUMNS = ["task", "source", "level", "group", "measure", "n_examples", "value", "ci_low", "ci_high", "note"]
+AGREEMENT_COLUMNS = [
+    "task", "source", "level", "group", "measure", "n_examples", "value", "ci_low", "ci_high", "range_low",
+    "range_high", "note",
+]  # fmt: skip
+_LEVEL_ORDER = {"overall": 0, "dataset": 1, "dimension": 2, "variation": 3}
 
 
 def _initial_reads(reads: pd.DataFrame, task: str, consensus: pd.DataFrame) -> pd.DataFrame:
@@ -406,25 +676,93 @@ def _initial_read_agreement(reads: pd.DataFrame, task: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
 
 
+# The ways the first two reads of a three-way split can have been (one read of each two scores).
+_SPLIT_OPTIONS = np.array([[1, 1, 0], [1, 0, 1], [0, 1, 1]], dtype=float)
+
+
+def _first_two_reads(matrix: np.ndarray, task: str) -> tuple[np.ndarray, np.ndarray]:
+    """The release's reads reduced to the first two of each example: the known rows and which are splits.
+
+    Two reads: both. Three with a majority: the two scores that differ (the third read was asked
+    because the first two differed). Three all different: not known (a split; its row is left as is).
+    """
+    reads = matrix.sum(axis=1)
+    if (reads > 3).any() or (reads < 2).any():
+        raise AnalysisInputError(
+            f"{task}_full.csv: an example has {int(reads[(reads > 3) | (reads < 2)][0])} "
+            "annotations; the protocol gives every example with a consensus two or three."
+        )
+    three = reads == 3
+    if (three & (matrix.max(axis=1) == 3)).any():
+        raise AnalysisInputError(
+            f"{task}_full.csv: an example has three annotations that all agree; a third read "
+            "is asked only after the first two disagree."
+        )
+    first_two = np.where(three[:, None], (matrix > 0).astype(float), matrix)
+    split = three & (matrix.max(axis=1) == 1)
+    return first_two, split
+
+
+def _first_two_read_rows(full: pd.DataFrame, task: str) -> list[dict]:
+    matrix, units = _count_matrix(full, KEYS[task])
+    first_two, split = _first_two_reads(matrix, task)
+    rows = []
+    for level, group, mask in _unit_groups(units):
+        known, splits = first_two[mask & ~split], int((mask & split).sum())
+        for metric in ("nominal", "ordinal"):
+            measure = f"krippendorff_alpha_{metric}_first_two_reads"
+            n = int(mask.sum())
+            if splits == 0:
+                columns = _estimate_columns(stats.krippendorff_alpha(known, metric))
+                row = _agreement_row(task, "release", level, group, measure, n, columns)
+                if columns["value"] is not None:
+                    row |= {"range_low": columns["value"], "range_high": columns["value"]}
+                rows.append(row)
+                continue
+            if n < 2:
+                columns = _estimate_columns(stats.NotComputable("fewer than 2 examples with two or more reads"))
+                rows.append(_agreement_row(task, "release", level, group, measure, n, columns))
+                continue
+            span = stats.krippendorff_alpha_range(known, _SPLIT_OPTIONS, splits, metric)
+            ways = (splits + 1) * (splits + 2) // 2
+            note = (
+                f"which two of the three reads of {splits} three-way split{'s' if splits != 1 else ''} came first is "
+                f"not in the release: the range of alpha over the {ways} ways they can have been"
+            )
+            if span is None:
+                note = "every way of resolving the splits gives the same rating everywhere: alpha is undefined"
+            row = _agreement_row(
+                task,
+                "release",
+                level,
+                group,
+                measure,
+                n,
+                {"value": None, "ci_low": None, "ci_high": None, "note": note},
+            )
+            if span is not None:
+                row |= {"range_low": span[0], "range_high": span[1]}
+            rows.append(row)
+    return rows
+
+
 def _release_agreement(consensus: pd.DataFrame, full: pd.DataFrame, task: str) -> pd.DataFrame:
     rows = []
-    for level, group, part in [("overall", "all", consensus)] + [
-        ("variation", str(v), p) for v, p in consensus.groupby("reref_variation", sort=True)
-    ]:
+    for level, group, part in _groups(consensus):
+        if level == "dataset":
+            continue
         two = int((part["n_annotations"] == "2").sum())
-        rows.append(
-            {"task": task, "source": "release", "level": level, "group": group, "measure": "two_reads_agreed"}
-            | {"n_examples": len(part)}
-            | _estimate_columns(stats.wilson(two, len(part)))
-        )
+        columns = _estimate_columns(stats.wilson(two, len(part)))
+        rows.append(_agreement_row(task, "release", level, group, "two_reads_agreed", len(part), columns))
+    rows += _first_two_read_rows(full, task)
     measures = {
         "krippendorff_alpha_nominal_all_reads": lambda m: stats.krippendorff_alpha(m, "nominal"),
         "krippendorff_alpha_ordinal_all_reads": lambda m: stats.krippendorff_alpha(m, "ordinal"),
     }
     rows += _agreement_rows(task, "release", measures, KEYS[task], full, note=THIRD_READ_NOTE)
     table = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
-    later = (table["level"] != "overall").astype(int)
-    return table.assign(_later=later).sort_values(["_later", "group"], kind="stable").drop(columns="_later")
+    order = table["level"].map(_LEVEL_ORDER)
+    return table.assign(_order=order).sort_values(["_order", "group"], kind="stable").drop(columns="_order")
 
 
 def _disagreement(consensus: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -448,8 +786,8 @@ def _disagreement(consensus: pd.DataFrame, task: str) -> pd.DataFrame:
 
 def _adjudication(consensus: pd.DataFrame, full: pd.DataFrame, task: str) -> pd.DataFrame:
     key = KEYS[task]
-    adjudicated = consensus.loc[consensus["label_source"] == "adjudicated", [*key, "score"]]
-    reads = full[[*key, "score"]].merge(adjudicated, on=key, suffixes=("", "_adjudicated"))
+    adjudicated = consensus.loc[consensus["label_source"] == "adjudicated", [*key, "dimension", "score"]]
+    reads = full[[*key, "score"]].merge(adjudicated.drop(columns="dimension"), on=key, suffixes=("", "_adjudicated"))
     reads = reads.assign(distance=(reads["score"].astype(int) - reads["score_adjudicated"].astype(int)).abs())
     per_example = reads.groupby(key, sort=True).agg(
         mean_distance=("distance", "mean"), closest=("distance", "min"), reads=("distance", "size")

@@ -90,6 +90,7 @@ RESULT_EVENTS = (
     AuditAction.CONSENSUS,
     AuditAction.CONSENSUS_WITHDRAWN,
     AuditAction.ADJUDICATED,
+    AuditAction.MARGINS_CHANGED,
 )
 
 

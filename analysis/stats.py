@@ -12,10 +12,8 @@ every other number.
 
 References:
 - Wilson score interval: statsmodels `proportion_confint(method="wilson")`.
-- Wilcoxon signed-rank: scipy, `zero_method="pratt"` (zero differences are ranked, then their
-  ranks dropped: Pratt 1959), normal approximation with tie correction, no continuity correction.
-  Holm's step-down adjustment: statsmodels `multipletests(method="holm")`.
-- Mean difference: percentile bootstrap over pairs (seeded; see `bootstrap_mean`).
+- Holm's step-down adjustment: statsmodels `multipletests(method="holm")`.
+- Paired differences (the exact sign-flip test, Newcombe's interval, McNemar): `analysis.paired`.
 - Fleiss' kappa, Gwet's AC1/AC2 and their 95% intervals: Gwet, "Handbook of Inter-Rater
   Reliability" (4th ed., 2014), as implemented in Gwet's irrCAC (variance conditional on the raters,
   t interval with n - 1 degrees of freedom, upper bound capped at 1).
@@ -34,7 +32,6 @@ from statsmodels.stats.proportion import proportion_confint
 
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 2000
-WILCOXON_METHOD = "Wilcoxon signed-rank, Pratt's zero method, normal approximation with tie correction"
 
 
 @dataclass(frozen=True)
@@ -59,14 +56,6 @@ class Estimate:
         return {"value": self.value, "ci_low": self.low, "ci_high": self.high}
 
 
-@dataclass(frozen=True)
-class SignedRankTest:
-    statistic: float
-    p_value: float
-    n_pairs: int
-    n_nonzero: int
-
-
 Result = Estimate | NotComputable
 
 
@@ -78,46 +67,11 @@ def wilson(successes: int, n: int) -> Result:
     return Estimate(successes / n, float(low), float(high))
 
 
-def signed_rank(differences: np.ndarray) -> SignedRankTest | NotComputable:
-    """Wilcoxon's signed-rank test that the differences are centred on zero (see the module doc)."""
-    differences = np.asarray(differences, dtype=float)
-    n = len(differences)
-    if n < 2:
-        return NotComputable(f"{n} pair{'s' if n != 1 else ''}: the test needs at least 2")
-    nonzero = int(np.count_nonzero(differences))
-    if nonzero == 0:
-        return NotComputable(f"all {n} pairs have the same score for both reports: nothing to rank")
-    result = scipy_stats.wilcoxon(differences, zero_method="pratt", correction=False, method="asymptotic")
-    return SignedRankTest(float(result.statistic), float(result.pvalue), n, nonzero)
-
-
 def holm(p_values: list[float]) -> list[float]:
     """Holm-adjusted p-values, in the order given."""
     if not p_values:
         return []
     return [float(p) for p in multipletests(p_values, method="holm")[1]]
-
-
-def bootstrap_mean(values: np.ndarray, *, seed: int) -> Result:
-    """The mean with a seeded percentile-bootstrap 95% interval (resampling the values).
-
-    The values are ordinal differences (a handful of distinct numbers), so drawing n values with
-    replacement is drawing how many of each distinct value: one multinomial draw per resample,
-    the same distribution as resampling indices, at a cost that does not grow with n.
-    """
-    values = np.asarray(values, dtype=float)
-    n = len(values)
-    if n < 2:
-        return NotComputable(f"{n} pair{'s' if n != 1 else ''}: an interval needs at least 2")
-    mean = float(values.mean())
-    distinct, counts = np.unique(values, return_counts=True)
-    if len(distinct) == 1:
-        return Estimate(mean, mean, mean)
-    draws = np.random.default_rng(seed).multinomial(n, counts / n, size=BOOTSTRAP_RESAMPLES)
-    means = draws @ distinct / n
-    tail = 100 * (1 - CONFIDENCE) / 2
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return Estimate(mean, float(low), float(high))
 
 
 # Agreement ------------------------------------------------------------------------------------
@@ -260,3 +214,54 @@ def krippendorff_alpha(counts: np.ndarray, level: str) -> Result:
     alpha_i_x = alpha_i - 2 * (1 - alpha_prime) * (pe_i - pe) / (1 - pe)
     variance = ((alpha_i_x - alpha_prime) ** 2).sum() / (n * (n - 1))
     return _t_interval(alpha, variance, n)
+
+
+def krippendorff_alpha_range(fixed: np.ndarray, options: np.ndarray, k: int, level: str) -> tuple[float, float] | None:
+    """The least and greatest Krippendorff's alpha when each of k units may be any one of `options`.
+
+    fixed: units x categories counts of the units that are known (two reads each or more); options:
+    the count rows one undetermined unit may have (each with two reads). Every composition of the k
+    units over the options is one data set; alpha is computed for all of them at once from their
+    coincidence matrices (Krippendorff 2011, "Computing Krippendorff's alpha-reliability"), the
+    formula the `krippendorff` package implements (tests hold the two equal). None when alpha is
+    undefined for every composition.
+    """
+    fixed = np.asarray(fixed, dtype=float)
+    options = np.asarray(options, dtype=float)
+    q = fixed.shape[1] if len(fixed) else options.shape[1]
+
+    def coincidences(rows: np.ndarray) -> np.ndarray:
+        reads = rows.sum(axis=1)
+        rows = rows[reads >= 2]
+        reads = reads[reads >= 2]
+        outer = rows[:, :, None] * rows[:, None, :] - np.einsum("ij,jk->ijk", rows, np.eye(q))
+        return (outer / (reads - 1)[:, None, None]).sum(axis=0)
+
+    base = coincidences(fixed) if len(fixed) else np.zeros((q, q))
+    per_option = np.stack([coincidences(option[None, :]) for option in options])
+    compositions = np.array(_compositions(k, len(options)), dtype=float)
+    o = base + np.einsum("mo,ock->mck", compositions, per_option)
+    marginals = o.sum(axis=2)
+    total = marginals.sum(axis=1)
+    if level == "nominal":
+        delta = np.broadcast_to(1 - np.eye(q), o.shape)
+    else:
+        cumulative = np.concatenate([np.zeros((len(o), 1)), np.cumsum(marginals, axis=1)], axis=1)
+        c, g = np.meshgrid(np.arange(q), np.arange(q), indexing="ij")
+        low, high = np.minimum(c, g), np.maximum(c, g)
+        span = cumulative[:, high + 1] - cumulative[:, low]
+        delta = (span - (marginals[:, c] + marginals[:, g]) / 2) ** 2
+    observed = (o * delta).sum(axis=(1, 2))
+    expected = (marginals[:, :, None] * marginals[:, None, :] * delta).sum(axis=(1, 2)) / (total - 1)
+    defined = expected > 0
+    if not defined.any():
+        return None
+    alphas = 1 - observed[defined] / expected[defined]
+    return float(alphas.min()), float(alphas.max())
+
+
+def _compositions(k: int, parts: int) -> list[tuple[int, ...]]:
+    """Every way of writing k as an ordered sum of `parts` non-negative integers."""
+    if parts == 1:
+        return [(k,)]
+    return [(first, *rest) for first in range(k + 1) for rest in _compositions(k - first, parts - 1)]

@@ -39,6 +39,14 @@ class UndoWindowForm(forms.ModelForm):
         fields = ["undo_window_seconds"]
 
 
+class MarginsForm(forms.ModelForm):
+    """The analysis margins; an empty field means no margin."""
+
+    class Meta:
+        model = Study
+        fields = ["noninferiority_margin", "equivalence_margin"]
+
+
 class ImportForm(forms.Form):
     file = forms.FileField(
         label="Candidate pairs file",

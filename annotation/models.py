@@ -4,10 +4,11 @@ import hashlib
 import secrets
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator
-from django.db import models
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models, transaction
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
@@ -129,6 +130,20 @@ class ExampleState(models.TextChoices):
     CONSENSUS = "consensus", "Has consensus"
 
 
+# The analysis margins' range (percentage points / percent).
+MIN_MARGIN = Decimal("0.1")
+MAX_MARGIN = Decimal("50")
+
+
+def _tenths(value: Decimal | None) -> Decimal | None:
+    return None if value is None else Decimal(value).quantize(Decimal("0.1"))
+
+
+def _number(value: Decimal | None) -> str | None:
+    """A margin as the audit trail keeps it (JSON has no decimals)."""
+    return None if value is None else str(value)
+
+
 class MemberRole(models.TextChoices):
     READER = "reader", "Reader"
     ADJUDICATOR = "adjudicator", "Adjudicator"
@@ -241,6 +256,28 @@ class Study(models.Model):
         default=False, editable=False, help_text="The sample was drawn with at most one pair per exam."
     )
     sampled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    noninferiority_margin = models.DecimalField(
+        "Task 1 non-inferiority margin (percentage points)",
+        max_digits=4,
+        decimal_places=1,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_MARGIN), MaxValueValidator(MAX_MARGIN)],
+        help_text="How many percentage points fewer rewrites than originals may be rated Realistic for the "
+        "rewrites to count as as realistic (non-inferior), e.g. 10. Results then say per variation "
+        "non-inferior, inferior or not shown, from the paired 95% interval. Empty: no margin.",
+    )
+    equivalence_margin = models.DecimalField(
+        "Task 2 equivalence margin (% of pairs with a Major Discrepancy)",
+        max_digits=4,
+        decimal_places=1,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_MARGIN), MaxValueValidator(MAX_MARGIN)],
+        help_text="The largest share of pairs with a Major Discrepancy at which a rewrite still counts as "
+        "clinically equivalent, e.g. 5. Results then say per variation equivalent or not shown, from the "
+        "95% interval. Empty: no margin.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = StudyQuerySet.as_manager()
@@ -256,6 +293,16 @@ class Study(models.Model):
             models.CheckConstraint(
                 condition=Q(reserve_percent__lte=MAX_RESERVE_PERCENT), name="study_reserve_percent_at_most_max"
             ),
+            models.CheckConstraint(
+                condition=Q(noninferiority_margin__isnull=True)
+                | Q(noninferiority_margin__gte=MIN_MARGIN, noninferiority_margin__lte=MAX_MARGIN),
+                name="study_noninferiority_margin_in_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(equivalence_margin__isnull=True)
+                | Q(equivalence_margin__gte=MIN_MARGIN, equivalence_margin__lte=MAX_MARGIN),
+                name="study_equivalence_margin_in_range",
+            ),
         ]
         permissions = [
             ("coordinate_study", "Can import, sample, assign and monitor studies"),
@@ -269,6 +316,33 @@ class Study(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("study_detail", args=[self.slug])
+
+    def set_margins(self, *, noninferiority: Decimal | None, equivalence: Decimal | None, actor) -> bool:
+        """Set the analysis margins (None: none), audited with their old values; False if nothing changed.
+
+        The audit event is one the results rest on (analysis.services.RESULT_EVENTS): a change makes
+        the Results page compute again.
+        """
+        noninferiority, equivalence = _tenths(noninferiority), _tenths(equivalence)
+        with transaction.atomic():
+            locked = Study.objects.select_for_update().get(pk=self.pk)
+            before = {
+                "noninferiority_margin": locked.noninferiority_margin,
+                "equivalence_margin": locked.equivalence_margin,
+            }
+            after = {"noninferiority_margin": noninferiority, "equivalence_margin": equivalence}
+            if before == after:
+                return False
+            Study.objects.filter(pk=self.pk).update(**after)
+            self.noninferiority_margin, self.equivalence_margin = noninferiority, equivalence
+            AuditEvent.objects.record(
+                AuditAction.MARGINS_CHANGED,
+                study=self,
+                actor=actor,
+                before={key: _number(value) for key, value in before.items()},
+                after={key: _number(value) for key, value in after.items()},
+            )
+        return True
 
     def candidate_summary(self) -> list[dict]:
         """One row per (dataset, variation) with candidates: counts by verdict and sampled.
@@ -839,6 +913,7 @@ class AuditAction(models.TextChoices):
     GUIDE_CONFIRMED = "guide_confirmed", "Guide version confirmed"
     PRACTICE_IMPORTED = "practice_imported", "Practice items imported"
     PRACTICE_SETTINGS = "practice_settings", "Practice requirement changed"
+    MARGINS_CHANGED = "margins_changed", "Analysis margins changed"
 
 
 def _refuse_change(model: type[models.Model]) -> TypeError:

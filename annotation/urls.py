@@ -16,6 +16,7 @@ urlpatterns = [
     path("studies/<slug:slug>/practice/settings/", views.study_practice_settings, name="study_practice_settings"),
     path("studies/<slug:slug>/practice/skip/", views.study_practice_skip, name="study_practice_skip"),
     path("studies/<slug:slug>/undo-window/", views.study_undo_window, name="study_undo_window"),
+    path("studies/<slug:slug>/margins/", views.study_margins, name="study_margins"),
     path("read/", views.reader_home, name="reader_home"),
     path("read/undo/", views.reading_undo, name="reading_undo"),
     path("read/<slug:slug>/guide/", views.reader_guide, name="reader_guide"),

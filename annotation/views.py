@@ -20,6 +20,7 @@ from annotation.forms import (
     ConfirmGuideForm,
     GuideForm,
     ImportForm,
+    MarginsForm,
     PracticeImportForm,
     PracticeSettingsForm,
     PreferencesForm,
@@ -179,6 +180,7 @@ def _study_context(study: Study, **extra) -> dict:
         "rewrites_form": RewriteImportForm(),
         "sample_form": SampleForm(initial={"per_variation": study.sample_per_variation or 10}),
         "undo_form": UndoWindowForm(instance=study),
+        "margins_form": MarginsForm(instance=study),
         **extra,
     }
 
@@ -286,6 +288,24 @@ def study_undo_window(request: HttpRequest, slug: str) -> HttpResponse:
     form.save()
     context = {"study": study, "undo_form": UndoWindowForm(instance=study), "undo_saved": True}
     return _render_partial(request, "undo-window", context, status=200)
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_margins(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the non-inferiority and equivalence margins the Results page judges each variation by (audited)."""
+    study = get_object_or_404(Study, slug=slug)
+    form = MarginsForm(request.POST, instance=Study.objects.get(pk=study.pk))
+    if not form.is_valid():
+        return _render_partial(request, "margins", {"study": study, "margins_form": form}, status=UNPROCESSABLE)
+    study.set_margins(
+        noninferiority=form.cleaned_data["noninferiority_margin"],
+        equivalence=form.cleaned_data["equivalence_margin"],
+        actor=request.user,
+    )
+    study.refresh_from_db()
+    context = {"study": study, "margins_form": MarginsForm(instance=study), "margins_saved": True}
+    return _render_partial(request, "margins", context, status=200)
 
 
 def _render_partial(request: HttpRequest, partial: str, context: dict, *, status: int) -> HttpResponse:

@@ -20,6 +20,9 @@ def _consensus(reads: tuple[int, ...], adjudication: int | None) -> tuple[int, s
     return adjudication, "adjudicated"
 
 
+REPORT_A = ("original", "alternative", "original", "original")
+
+
 def make_frames(task1=(), task2=(), *, dataset: str = "mimic-cxr", live: bool = False) -> ReleaseFrames:
     """task1: (variation, study_id, report_type, reads, adjudication); task2: (variation, study_id, reads, adj).
 
@@ -39,13 +42,14 @@ def make_frames(task1=(), task2=(), *, dataset: str = "mimic-cxr", live: bool = 
         tables["task1_consensus"].append(
             key | {"rating": TASK1_LABELS[rating], "label_source": source, "n_annotations": str(len(reads))}
         )
-    for variation, study_id, reads, adjudication in task2:
+    for number, (variation, study_id, reads, adjudication) in enumerate(task2):
         rating, source = _consensus(reads, adjudication)
         key = {"dataset": dataset, "study_id": study_id, "reref_variation": variation}
         for index, score in enumerate(reads):
             label = TASK2_LABELS[score]
+            shown_first = REPORT_A[(number * 3 + index) % 4]  # a fixed, unbalanced pattern of the coin
             tables["task2_full"].append(
-                key | {"annotation_index": str(index), "report_a_type": "original", "rating": label, "rationale": "r"}
+                key | {"annotation_index": str(index), "report_a_type": shown_first, "rating": label, "rationale": "r"}
             )
             live_reads.append(_read("task2", key | {"report_type": ""}, index, label))
         if source == "adjudicated":

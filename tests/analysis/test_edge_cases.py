@@ -56,8 +56,17 @@ def test_all_pairs_rated_alike_are_not_tested_and_say_why():
     row = _row(analyze(make_frames(task1=plan)).tables["task1_degradation"], level="overall")
 
     assert row["p_value"] is None
-    assert "all 5 pairs have the same score for both reports" in row["note"]
+    assert "every exam's differences sum to 0 (5 pairs)" in row["note"]
+    assert "too few exams for a useful interval (n = 5)" in row["note"]
+    assert (row["mean_difference"], row["ci_low"], row["ci_high"]) == (0.0, None, None)
+
+
+def test_six_pairs_rated_alike_have_a_zero_width_interval_shown_as_such():
+    plan = [("hedging", str(i), rt, (1, 1), None) for i in range(6) for rt in ("original", "alternative")]
+    row = _row(analyze(make_frames(task1=plan)).tables["task1_degradation"], level="overall")
+
     assert (row["mean_difference"], row["ci_low"], row["ci_high"]) == (0.0, 0.0, 0.0)
+    assert "zero-width interval" in row["note"]
 
 
 def test_all_ratings_identical_leave_kappa_and_alpha_undefined_with_the_reason(tmp_path):

@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
+from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from analysis.frames import RELEASE_FILES, ReleaseFrames
-from analysis.results import AnalysisInputError, analyze
+from analysis.paired import SignFlip
+from analysis.results import AnalysisInputError, Margins, analyze
 from tests.analysis.helpers import make_frames
 
 TOLERANCE = 1e-9
@@ -40,44 +42,147 @@ def _row(table, **where):
     return rows.iloc[0]
 
 
-def test_the_degradation_test_equals_scipy_and_statsmodels_on_the_consensus_pairs():
-    frames = make_frames(task1=_task1_plan(np.random.default_rng(3)))
-    table = analyze(frames).tables["task1_degradation"]
+def _sign_flip_p(differences: np.ndarray, exams: np.ndarray) -> float:
+    """scipy's exact sign-flip p over the exams' sums (every arrangement listed)."""
+    _, exam = np.unique(exams, return_inverse=True)
+    sums = np.bincount(exam, weights=differences.astype(float))
+    return scipy_stats.permutation_test(
+        (sums,), lambda x, axis: np.sum(x, axis=axis), permutation_type="samples", n_resamples=np.inf
+    ).pvalue
 
+
+def _differences(frames) -> pd.DataFrame:
     consensus = frames.task1_consensus.assign(
         score=frames.task1_consensus["rating"].map({"Realistic": 0, "Minor Issues": 1, "Major Issues": 2})
     )
     pivot = consensus.pivot_table(index=["reref_variation", "study_id"], columns="report_type", values="score")
-    differences = (pivot["alternative"] - pivot["original"]).groupby(level=0)
+    return (pivot["alternative"] - pivot["original"]).rename("d").reset_index()
+
+
+def test_the_degradation_test_is_scipys_exact_sign_flip_with_each_exams_pairs_flipped_together():
+    # 8 exams, each in all three variations: the overall row has 24 pairs but 8 independent units.
+    frames = make_frames(task1=_task1_plan(np.random.default_rng(3), pairs_per_variation=8))
+    table = analyze(frames).tables["task1_degradation"]
+    pairs = _differences(frames)
+
     p_values = []
     for variation in VARIATIONS:
-        d = differences.get_group(variation).to_numpy()
-        expected = scipy_stats.wilcoxon(d, zero_method="pratt", correction=False, method="asymptotic")
+        d = pairs.loc[pairs["reref_variation"] == variation, "d"].to_numpy()
         row = _row(table, level="variation", group=variation)
-        assert row["statistic"] == pytest.approx(expected.statistic, abs=TOLERANCE)
-        assert row["p_value"] == pytest.approx(expected.pvalue, abs=TOLERANCE)
+        assert row["p_value"] == pytest.approx(_sign_flip_p(d, np.arange(len(d))), abs=TOLERANCE)
         assert row["mean_difference"] == pytest.approx(d.mean(), abs=TOLERANCE)
         assert (row["worse"], row["same"], row["better"]) == ((d > 0).sum(), (d == 0).sum(), (d < 0).sum())
-        p_values.append(expected.pvalue)
+        assert (row["n_pairs"], row["n_exams"]) == (8, 8)
+        assert row["method"] == "exact sign-flip over 8 exams"
+        p_values.append(row["p_value"])
     holm = multipletests(p_values, method="holm")[1]
     for variation, adjusted in zip(VARIATIONS, holm, strict=True):
         assert _row(table, level="variation", group=variation)["p_holm"] == pytest.approx(adjusted, abs=TOLERANCE)
     overall = _row(table, level="overall")
-    all_differences = (pivot["alternative"] - pivot["original"]).to_numpy()
-    expected = scipy_stats.wilcoxon(all_differences, zero_method="pratt", correction=False, method="asymptotic")
-    assert overall["p_value"] == pytest.approx(expected.pvalue, abs=TOLERANCE)
+    d, exams = pairs["d"].to_numpy(), pairs["study_id"].to_numpy()
+    assert (overall["n_pairs"], overall["n_exams"]) == (24, 8)
+    assert overall["p_value"] == pytest.approx(_sign_flip_p(d, exams), abs=TOLERANCE)
+    # Flipping pairs one by one (2^24 arrangements; analysis.paired, held to scipy in test_paired) differs.
+    assert overall["p_value"] != pytest.approx(SignFlip(d).p_value(), abs=1e-6)
     assert overall["p_holm"] is None
 
 
-def test_the_bootstrap_interval_is_seeded():
-    frames = make_frames(task1=_task1_plan(np.random.default_rng(3)))
+def test_each_interval_agrees_with_its_test_and_the_adjusted_one_with_bonferroni():
+    frames = make_frames(task1=_task1_plan(np.random.default_rng(3), pairs_per_variation=9))
+    table = analyze(frames).tables["task1_degradation"]
+    pairs = _differences(frames)
 
-    first = analyze(frames, seed=1).tables["task1_degradation"]
-    again = analyze(frames, seed=1).tables["task1_degradation"]
+    for row in table.to_dict(orient="records"):
+        if row["ci_low"] is None:
+            continue
+        assert (row["ci_low"] <= 0 <= row["ci_high"]) == (row["p_value"] > 0.05), row
+    variations = table[table["level"] == "variation"]
+    assert set(variations["adjusted_confidence"]) == {1 - 0.05 / 3}
+    for row in variations.to_dict(orient="records"):
+        d = pairs.loc[pairs["reref_variation"] == row["group"], "d"].to_numpy()
+        for end, inside in ((row["ci_adjusted_low"], 1e-6), (row["ci_adjusted_high"], -1e-6)):
+            assert _sign_flip_p(d - (end - inside), np.arange(len(d))) <= 0.05 / 3
+        assert row["ci_adjusted_low"] <= row["ci_low"] and row["ci_adjusted_high"] >= row["ci_high"]
+    assert table.loc[table["level"] != "variation", "ci_adjusted_low"].isna().all()
 
-    assert first.equals(again)
-    low, high = _row(first, level="overall")[["ci_low", "ci_high"]]
-    assert low < _row(first, level="overall")["mean_difference"] < high
+
+def test_the_share_realistic_is_compared_per_variation_by_newcombe_and_mcnemar_and_overall_by_exam():
+    frames = make_frames(task1=_task1_plan(np.random.default_rng(8), pairs_per_variation=10))
+    table = analyze(frames).tables["task1_realistic_difference"]
+    consensus = frames.task1_consensus
+    realistic = (consensus["rating"] == "Realistic").astype(int)
+    pivot = consensus.assign(r=realistic).pivot_table(
+        index=["reref_variation", "study_id"], columns="report_type", values="r"
+    )
+    p_values = []
+    for variation in VARIATIONS:
+        part = pivot.loc[variation]
+        both = int(((part["original"] == 1) & (part["alternative"] == 1)).sum())
+        alt_only = int(((part["original"] == 0) & (part["alternative"] == 1)).sum())
+        orig_only = int(((part["original"] == 1) & (part["alternative"] == 0)).sum())
+        neither = len(part) - both - alt_only - orig_only
+        row = _row(table, level="variation", group=variation)
+        assert (row["both_realistic"], row["alternative_only"], row["original_only"], row["neither"]) == (
+            both, alt_only, orig_only, neither,
+        )  # fmt: skip
+        assert row["difference"] == pytest.approx((alt_only - orig_only) / len(part), abs=TOLERANCE)
+        expected = mcnemar([[both, alt_only], [orig_only, neither]], exact=True).pvalue
+        assert row["p_value"] == pytest.approx(expected, abs=TOLERANCE)
+        assert row["method"] == "Newcombe method 10; exact McNemar"
+        p_values.append(row["p_value"])
+    holm = multipletests(p_values, method="holm")[1]
+    assert [_row(table, level="variation", group=v)["p_holm"] for v in VARIATIONS] == pytest.approx(list(holm))
+    overall = _row(table, level="overall")
+    d = (pivot["alternative"] - pivot["original"]).to_numpy()
+    exams = pivot.index.get_level_values("study_id").to_numpy()
+    assert overall["p_value"] == pytest.approx(_sign_flip_p(d, exams), abs=TOLERANCE)
+    assert overall["method"] == "exact sign-flip over 10 exams"
+
+
+@pytest.mark.parametrize(
+    ("margin", "verdicts"),
+    [(None, {""}), (0.95, {"non-inferior"}), (0.0001, {"not shown", "inferior", "non-inferior"})],
+)
+def test_the_margin_gives_each_row_a_verdict_from_its_interval(margin, verdicts):
+    frames = make_frames(task1=_task1_plan(np.random.default_rng(8), pairs_per_variation=10))
+    table = analyze(frames, margins=Margins(task1_realistic=margin)).tables["task1_realistic_difference"]
+
+    for row in table.to_dict(orient="records"):
+        if margin is None:
+            assert row["verdict"] == ""
+        elif row["ci_low"] > -margin:
+            assert row["verdict"] == "non-inferior"
+        elif row["ci_high"] < -margin:
+            assert row["verdict"] == "inferior"
+        else:
+            assert row["verdict"] == "not shown"
+    assert set(table["verdict"]) <= verdicts
+
+
+def test_rows_are_given_per_taxonomy_dimension():
+    frames = make_frames(task1=_task1_plan(np.random.default_rng(3), pairs_per_variation=8))
+    results = analyze(frames, dimensions={"hedging": "Language", "terminology": "Language", "negation--explicit": "X"})
+    degradation = results.tables["task1_degradation"]
+
+    language = _row(degradation, level="dimension", group="Language")
+    assert (language["n_pairs"], language["n_exams"]) == (16, 8)
+    assert _row(degradation, level="dimension", group="X")["n_pairs"] == 8
+    default = analyze(frames).tables["task1_degradation"]
+    assert set(default.loc[default["level"] == "dimension", "group"]) == {"Language"}
+
+
+def test_the_order_effect_is_fishers_exact_test_on_report_a():
+    plan2 = [("hedging", f"{i:03d}", (score, score), None) for i, score in enumerate([0, 0, 0, 1, 1, 2, 2, 2, 0, 1])]
+    frames = make_frames(task1=_task1_plan(np.random.default_rng(5)), task2=plan2)
+    full = frames.task2_full
+    order = _row(analyze(frames).tables["task2_order"], level="overall")
+
+    first = full["report_a_type"] == "original"
+    equivalent = full["rating"] == "Equivalent"
+    a, b = int((first & equivalent).sum()), int((first & ~equivalent).sum())
+    c, d = int((~first & equivalent).sum()), int((~first & ~equivalent).sum())
+    assert (order["a_original"], order["a_original_equivalent"], order["a_alternative"]) == (a + b, a, c + d)
+    assert order["p_value"] == pytest.approx(scipy_stats.fisher_exact([[a, b], [c, d]]).pvalue, abs=TOLERANCE)
 
 
 def test_proportions_are_counted_from_the_consensus_with_wilson_intervals():
@@ -167,7 +272,9 @@ def test_it_filters_by_dataset_and_task():
     assert only_iu.document["filters"] == {"dataset": "iu-xray", "task": None}
     assert only_iu.document["counts"]["task2"]["examples"] == 0
     only_task2 = analyze(both, task="equivalence")
-    assert set(only_task2.tables) == {"task2_ratings", "task2_proportions", "agreement", "disagreement", "adjudication"}
+    assert set(only_task2.tables) == {
+        "task2_ratings", "task2_proportions", "task2_order", "agreement", "disagreement", "adjudication",
+    }  # fmt: skip
     assert only_task2.document["filters"] == {"dataset": None, "task": "task2"}
     with pytest.raises(AnalysisInputError, match="unknown task 'task3'"):
         analyze(both, task="task3")
@@ -213,3 +320,74 @@ def test_progress_is_reported_step_by_step_up_to_the_total():
     )
 
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+def _agreement(results, **where):
+    return _row(results.tables["agreement"], task="task1", **where)
+
+
+def test_the_first_two_reads_of_a_release_give_the_initial_reads_alpha_when_no_example_split():
+    rng = np.random.default_rng(21)
+    plan = []
+    for i in range(30):
+        first, second = (int(x) for x in rng.choice(3, size=2, p=[0.6, 0.3, 0.1]))
+        reads = (first, second) if first == second else (first, second, int(rng.choice([first, second])))
+        plan.append(("hedging", f"{i:03d}", "original", reads, None))
+    results = analyze(make_frames(task1=plan, live=True))
+
+    for metric in ("nominal", "ordinal"):
+        release = _agreement(
+            results, source="release", level="overall", measure=f"krippendorff_alpha_{metric}_first_two_reads"
+        )
+        initial = _agreement(results, source="initial_reads", level="overall", measure=f"krippendorff_alpha_{metric}")
+        assert release["value"] == pytest.approx(initial["value"], abs=TOLERANCE)
+        assert (release["ci_low"], release["ci_high"]) == pytest.approx(
+            (initial["ci_low"], initial["ci_high"]), abs=TOLERANCE
+        )
+        assert release["range_low"] == release["range_high"] == release["value"]
+        all_reads = _agreement(
+            results, source="release", level="overall", measure=f"krippendorff_alpha_{metric}_all_reads"
+        )
+        assert all_reads["value"] != pytest.approx(release["value"], abs=1e-6)
+        assert all_reads["note"].startswith("Biased by design")
+
+
+def test_with_three_way_splits_the_first_two_reads_give_alphas_range_over_every_resolution():
+    import itertools
+
+    import krippendorff
+
+    rng = np.random.default_rng(22)
+    plan, known = [], []
+    for i in range(14):
+        first, second = (int(x) for x in rng.choice(3, size=2))
+        reads = (first, second) if first == second else (first, second, int(rng.choice([first, second])))
+        plan.append(("hedging", f"{i:03d}", "original", reads, None))
+        known.append(np.bincount([first, second], minlength=3))
+    plan += [("hedging", f"s{i}", "original", (0, 1, 2), 1) for i in range(3)]
+    results = analyze(make_frames(task1=plan))
+
+    options = [np.array(o) for o in ([1, 1, 0], [1, 0, 1], [0, 1, 1])]
+    for metric in ("nominal", "ordinal"):
+        alphas = [
+            krippendorff.alpha(value_counts=np.array(known + [options[c] for c in combo]), level_of_measurement=metric)
+            for combo in itertools.product(range(3), repeat=3)
+        ]
+        row = _agreement(
+            results, source="release", level="overall", measure=f"krippendorff_alpha_{metric}_first_two_reads"
+        )
+        assert (row["range_low"], row["range_high"]) == pytest.approx((min(alphas), max(alphas)), abs=TOLERANCE)
+        assert row["value"] is None and row["ci_low"] is None
+        assert "3 three-way splits" in row["note"] and "the 10 ways" in row["note"]
+
+
+def test_an_agreement_row_with_too_few_examples_keeps_its_value_and_shows_no_interval():
+    plan = [("hedging", f"{i}", "original", (i % 2, 0, 0) if i % 2 else (0, 0), None) for i in range(9)]
+    plan += [("terminology", f"{i}", "original", (i % 3, i % 3), None) for i in range(12)]
+    results = analyze(make_frames(task1=plan, live=True))
+
+    few = _agreement(results, source="initial_reads", group="hedging", measure="percent_agreement")
+    assert few["value"] is not None and few["ci_low"] is None and few["ci_high"] is None
+    assert few["note"] == "too few examples for a useful interval (n = 9; fewer than 10)"
+    enough = _agreement(results, source="initial_reads", group="terminology", measure="percent_agreement")
+    assert enough["ci_low"] is not None

@@ -289,7 +289,7 @@ def test_figures_are_image_files_and_the_page_stays_under_the_strict_csp(
 
     sources = re.findall(r'<img src="([^"]+)"', html)
     assert {re.search(r"figures/(\w+)\.svg", s).group(1) for s in sources} == {
-        "task1_ratings", "task1_forest", "task2_ratings", "agreement",
+        "task1_ratings", "task1_forest", "task1_realistic_forest", "task2_ratings", "agreement",
         # the metric sensitivity section's, under the same figure CSP
         "metric_bleu2", "metric_bleu2_reverse", "metric_rougeL", "metric_chrf", "metric_chrf_reverse",
     }  # fmt: skip

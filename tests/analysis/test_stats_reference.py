@@ -103,43 +103,6 @@ def test_wilson_interval_equals_the_closed_form(k, n):
     assert (result.low, result.high) == pytest.approx(_wilson(k, n), abs=TOLERANCE)
 
 
-def test_signed_rank_equals_scipy_with_pratts_zero_method():
-    differences = np.array([0, 1, 1, 2, -1, 0, 1, 0, -2, 1, 1, 0, 2])
-    expected = scipy_stats.wilcoxon(differences, zero_method="pratt", correction=False, method="asymptotic")
-    result = stats.signed_rank(differences)
-    assert result.statistic == pytest.approx(expected.statistic, abs=TOLERANCE)
-    assert result.p_value == pytest.approx(expected.pvalue, abs=TOLERANCE)
-    assert (result.n_pairs, result.n_nonzero) == (13, 9)
-
-
 def test_holm_equals_statsmodels():
     p_values = [0.01, 0.04, 0.03, 0.2, 0.005]
     assert stats.holm(p_values) == pytest.approx(list(multipletests(p_values, method="holm")[1]), abs=TOLERANCE)
-
-
-def test_the_bootstrap_interval_is_seeded_and_agrees_with_scipys_index_bootstrap():
-    # Drawing how many of each distinct value (a multinomial) is resampling the values: the two
-    # intervals differ only by Monte Carlo error, not by method.
-    rng = np.random.default_rng(11)
-    values = rng.choice([-2, -1, 0, 1, 2], size=400, p=[0.05, 0.15, 0.5, 0.2, 0.1]).astype(float)
-    reference = scipy_stats.bootstrap(
-        (values,), np.mean, n_resamples=20_000, method="percentile", rng=np.random.default_rng(7)
-    ).confidence_interval
-
-    result = stats.bootstrap_mean(values, seed=7)
-
-    assert result.value == pytest.approx(values.mean(), abs=TOLERANCE)
-    assert (result.low, result.high) == pytest.approx((reference.low, reference.high), abs=0.01)
-    assert stats.bootstrap_mean(values, seed=7) == result
-    assert stats.bootstrap_mean(values, seed=8) != result
-
-
-def test_the_bootstrap_draws_are_the_documented_multinomial_percentiles():
-    values = np.array([0, 1, 1, 2, -1, 0, 1, 0, -2, 1, 1, 0, 2], dtype=float)
-    distinct, counts = np.unique(values, return_counts=True)
-    draws = np.random.default_rng(3).multinomial(13, counts / 13, size=stats.BOOTSTRAP_RESAMPLES)
-    expected = np.percentile(draws @ distinct / 13, [2.5, 97.5])
-
-    result = stats.bootstrap_mean(values, seed=3)
-
-    assert (result.low, result.high) == pytest.approx(tuple(expected), abs=TOLERANCE)

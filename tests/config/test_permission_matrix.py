@@ -427,6 +427,13 @@ MATRIX: dict[tuple[str, str], Entry] = {
         other=_fixed("/studies/nope/undo-window/"),
         data=lambda w, kind, variant: {"undo_window_seconds": 60},
     ),
+    ("study_margins", "post"): Entry(
+        COORDINATORS,
+        200,
+        _s1("margins/"),
+        other=_fixed("/studies/nope/margins/"),
+        data=lambda w, kind, variant: {"noninferiority_margin": "10", "equivalence_margin": "5"},
+    ),
     # The coordinator's reader guide and practice round.
     ("study_guide", "get"): Entry(COORDINATORS, 200, _s1("guide/"), other=_fixed("/studies/nope/guide/")),
     ("study_guide", "post"): Entry(

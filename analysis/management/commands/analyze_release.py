@@ -1,3 +1,4 @@
+import argparse
 from pathlib import Path
 
 from django.conf import settings
@@ -8,7 +9,7 @@ from analysis.metric_import import parse_metric_scores
 from analysis.metrics import MetricCache
 from analysis.release_folder import NotARelease, read_release
 from analysis.report import write_results
-from analysis.results import AnalysisInputError, analyze
+from analysis.results import AnalysisInputError, Margins, analyze
 from analysis.sensitivity_report import attach, release_sensitivity, write_sensitivity
 from annotation.importing import ImportRejected
 
@@ -25,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--out", required=True, type=Path, help="Folder for the results (created if needed).")
         parser.add_argument("--dataset", help="Only this dataset (e.g. mimic-cxr).")
         parser.add_argument("--task", choices=["task1", "task2"], help="Only this task.")
-        parser.add_argument("--seed", type=int, default=0, help="Seed of the bootstrap intervals (default 0).")
+        parser.add_argument("--seed", type=int, default=0, help="Seed of the judges' bootstrap intervals (default 0).")
         parser.add_argument(
             "--metric-scores",
             type=Path,
@@ -38,6 +39,18 @@ class Command(BaseCommand):
             help="SQLite file of cached metric scores (default: metric-cache.sqlite3 in READINGROOM_RESULTS_DIR).",
         )
         parser.add_argument("--no-metrics", action="store_true", help="Leave out the metric sensitivity.")
+        parser.add_argument(
+            "--noninferiority-margin",
+            type=_margin,
+            metavar="POINTS",
+            help="Task 1 non-inferiority margin, in percentage points of the share rated Realistic (e.g. 10).",
+        )
+        parser.add_argument(
+            "--equivalence-margin",
+            type=_margin,
+            metavar="PERCENT",
+            help="Task 2 equivalence margin: the largest %% of pairs with a Major Discrepancy (e.g. 5).",
+        )
 
     def handle(self, *args, **options) -> None:
         out: Path = options["out"]
@@ -55,7 +68,13 @@ class Command(BaseCommand):
                 raise CommandError(self._problems(options["metric_scores"], rejected)) from None
         try:
             frames = read_release(options["path"], text=metrics_on)
-            results = analyze(frames, seed=options["seed"], dataset=options["dataset"], task=options["task"])
+            margins = Margins(
+                task1_realistic=_fraction(options["noninferiority_margin"]),
+                task2_major=_fraction(options["equivalence_margin"]),
+            )
+            results = analyze(
+                frames, seed=options["seed"], dataset=options["dataset"], task=options["task"], margins=margins
+            )
         except (NotARelease, AnalysisInputError) as error:
             raise CommandError(str(error)) from None
         sensitivity = None
@@ -85,3 +104,18 @@ class Command(BaseCommand):
     @staticmethod
     def _problems(path: Path, rejected: ImportRejected) -> str:
         return f"{path}: nothing was read.\n" + "\n".join(f"  {problem}" for problem in rejected.problems)
+
+
+def _margin(text: str) -> float:
+    """A margin given on the command line: a number from 0.1 to 50."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give e.g. 10") from None
+    if not 0.1 <= value <= 50:
+        raise argparse.ArgumentTypeError(f"{text} is out of range; give a margin from 0.1 to 50")
+    return value
+
+
+def _fraction(value: float | None) -> float | None:
+    return None if value is None else value / 100
