@@ -33,6 +33,10 @@ REALISTIC_DIFFERENCE_COLUMNS = [
     "Level", "Group", "Pairs (exams)", "Both Realistic", "Original only", "Alternative only", "Neither",
     "Difference [95% CI]", "[Bonferroni-adjusted CI]", "p", "p (Holm)", "Method", "Non-inferiority", "Note",
 ]  # fmt: skip
+MIXED_COLUMNS = [
+    "Level", "Group", "Reads (readers, exams)", "Difference [95% CI]", "SE", "p", "Reader variance", "Exam variance",
+    "Reader x variation variance", "Residual variance", "Method", "Note",
+]  # fmt: skip
 ORDER_COLUMNS = [
     "Level", "Group", "Reads", "Report A original: Equivalent", "Report A alternative: Equivalent", "Difference",
     "p (Fisher's exact)", "Note",
@@ -151,6 +155,19 @@ def _task1(document: dict, figures: dict) -> dict:
         ]
         for r in tables["task1_realistic_difference"]
     ]
+    mixed_model = [
+        [
+            *_group(r),
+            "" if r["n_reads"] is None else f"{r['n_reads']} ({r['n_readers']}, {r['n_exams']})",
+            estimate(r, "estimate"),
+            number(r["se"]),
+            p_value(r["p_value"]),
+            *(number(r[name], 4) for name in ("var_reader", "var_exam", "var_reader_variation", "var_residual")),
+            r["method"] or "",
+            r["note"],
+        ]
+        for r in tables["task1_mixed_model"]
+    ]
     return {
         "id": "task1",
         "title": "Task 1: realism",
@@ -176,6 +193,7 @@ def _task1(document: dict, figures: dict) -> dict:
                 difference,
                 name="task1_realistic_difference",
             ),
+            _table(TABLE_TITLES["task1_mixed_model"], MIXED_COLUMNS, mixed_model, name="task1_mixed_model"),
         ],
     }
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from analysis import paired, stats
+from analysis import mixed, paired, stats
 from analysis.frames import ReleaseFrames
 from analysis.judges import METHODS as JUDGE_METHODS
 from analysis.judges import JudgeInputError, judge_tables
@@ -65,6 +65,16 @@ METHODS = {
         f"interval over exams as above. Fewer than {MIN_EXAMS} exams: no interval. With a non-inferiority "
         "margin M, a row is non-inferior when its interval's lower end is above -M, inferior when its upper "
         "end is below -M, otherwise not shown."
+    ),
+    "mixed_model": (
+        "Live study only: the individual initial reads (the first two of each report; a third read depends on "
+        "the first two disagreeing) in a linear mixed model of the 0-2 score with a fixed effect for the "
+        "alternative and crossed random intercepts for reader and exam (overall and per dimension also reader "
+        "x variation, where a reader read several variations), fitted by REML as lme4's lmer fits it "
+        "(analysis.mixed; equal to lme4 to 1e-6 on stored data); Wald 95% interval and p-value. The estimate "
+        "is the difference in a single read's mean score, with readers and exams as sources of variance. "
+        "A release has no reader identities by design, so from a release only the exam-clustered tests above "
+        f"apply. Fewer than {MIN_EXAMS} exams: estimate only."
     ),
     "equivalence_margin": (
         "With an equivalence margin M for Task 2 (the largest share of pairs with a Major Discrepancy the "
@@ -169,6 +179,8 @@ def analyze(
         tables["task1_realistic"] = _task1_realistic(consensus)
         tables["task1_degradation"] = _degradation(pairs)
         tables["task1_realistic_difference"] = _realistic_difference(pairs, margins.task1_realistic)
+        reads = _dimensioned(_initial_reads(frames.reads, "task1", consensus), dimensions) if live else None
+        tables["task1_mixed_model"] = _mixed_model(reads)
         counts["task1"] = {"examples": len(consensus), "pairs": len(pairs), "annotations": len(full)}
         advance(1)
     if "task2" in tasks:
@@ -287,7 +299,7 @@ def _in(frame: pd.DataFrame, key: list[str], within: pd.DataFrame) -> np.ndarray
 
 def _dimensioned(frame: pd.DataFrame, dimensions: dict[str, str]) -> pd.DataFrame:
     """The frame with each row's taxonomy dimension ("" for a variation the taxonomy does not name)."""
-    return frame.assign(dimension=frame["reref_variation"].map(dimensions).fillna("").astype(str))
+    return frame.assign(dimension=[dimensions.get(variation, "") for variation in frame["reref_variation"]])
 
 
 def _groups(frame: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
@@ -449,6 +461,70 @@ def _degradation(pairs: pd.DataFrame) -> pd.DataFrame:
         tests.append(test)
     table = pd.DataFrame(rows, columns=[c for c in DEGRADATION_COLUMNS if "adjusted" not in c and c != "p_holm"])
     return _adjust(table, tests)[DEGRADATION_COLUMNS]
+
+
+MIXED_COLUMNS = [
+    "level", "group", "n_reads", "n_readers", "n_exams", "estimate", "se", "ci_low", "ci_high", "p_value",
+    "var_reader", "var_exam", "var_reader_variation", "var_residual", "method", "note",
+]  # fmt: skip
+NO_READERS_IN_A_RELEASE = (
+    "not computable from a release: annotator identities are removed by design (annotation_index says nothing "
+    "about who rated), so the readers' variance cannot be estimated; the exam-clustered sign-flip rows treat "
+    "exams as the independent units"
+)
+
+
+def _mixed_model(reads: pd.DataFrame | None) -> pd.DataFrame:
+    """The realism difference with readers and exams as random effects, from a live study's initial reads."""
+    if reads is None:
+        return pd.DataFrame(
+            [{"level": "overall", "group": "all", "note": NO_READERS_IN_A_RELEASE}], columns=MIXED_COLUMNS
+        )
+    reads = reads.assign(
+        exam=reads["dataset"] + "\x1f" + reads["study_id"],
+        reader_variation=reads["reader"] + "\x1f" + reads["reref_variation"],
+        alternative=(reads["report_type"] == "alternative").astype(float),
+    )
+    rows = []
+    for level, group, part in _groups(reads):
+        if level == "dataset":
+            continue
+        rows.append(_mixed_row(level, group, part))
+    return pd.DataFrame(rows, columns=MIXED_COLUMNS)
+
+
+def _mixed_row(level: str, group: str, part: pd.DataFrame) -> dict:
+    n_exams = part["exam"].nunique()
+    row = {"level": level, "group": group, "n_reads": len(part), "n_readers": part["reader"].nunique()}
+    row["n_exams"] = n_exams
+    terms = {"reader": part["reader"].to_numpy(), "exam": part["exam"].to_numpy()}
+    notes = []
+    interaction = part["reader_variation"].nunique()
+    if level != "variation":
+        if row["n_readers"] < interaction < len(part):
+            terms["reader x variation"] = part["reader_variation"].to_numpy()
+        else:
+            notes.append("reader x variation not estimable: no reader read two variations")
+    X = np.column_stack([np.ones(len(part)), part["alternative"].to_numpy()])
+    fit = mixed.fit_lmm(part["score"].to_numpy(), X, ["(Intercept)", "alternative"], terms) if len(part) else None
+    if fit is None or isinstance(fit, stats.NotComputable):
+        notes.insert(0, fit.reason if fit is not None else "no reads")
+        return row | {"method": "", "note": "; ".join(notes)}
+    estimate, se, low, high, p = fit.wald("alternative")
+    row |= {"estimate": estimate, "se": se, "ci_low": low, "ci_high": high, "p_value": p}
+    if n_exams < MIN_EXAMS:
+        row |= {"ci_low": None, "ci_high": None, "p_value": None}
+        notes.insert(0, f"too few exams for a useful interval (n = {n_exams}; fewer than {MIN_EXAMS})")
+    row |= {
+        "var_reader": fit.variances["reader"],
+        "var_exam": fit.variances["exam"],
+        "var_reader_variation": fit.variances.get("reader x variation"),
+        "var_residual": fit.variances["residual"],
+        "method": "linear mixed model, REML: score ~ alternative + (1 | reader) + (1 | exam)"
+        + (" + (1 | reader:variation)" if "reader x variation" in terms else ""),
+        "note": "; ".join(notes),
+    }
+    return row
 
 
 REALISTIC_DIFFERENCE_COLUMNS = [

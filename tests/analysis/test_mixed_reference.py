@@ -1,5 +1,6 @@
 """analysis.mixed against R's lme4 on stored data (reference/make_mixed_reference.R regenerates them)."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -7,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.frames import RELEASE_FILES, ReleaseFrames
 from analysis.mixed import MixedFit, fit_lmm
+from analysis.results import TASK1_LABELS, analyze
 
 REFERENCE = Path(__file__).parent / "reference" / "mixed"
 TOLERANCE = 1e-6  # the same estimator, each optimizer stopped at its own tolerance
@@ -77,3 +80,71 @@ def test_what_cannot_be_fitted_says_why():
             np.arange(6), np.ones((6, 2)), ["a", "b"], {"reader": np.arange(6) % 2, "exam": np.arange(6) % 3}
         ).reason
     )
+
+
+def _live_frames(data: pd.DataFrame) -> ReleaseFrames:
+    """The stored reads as a live study's frames: every report has a consensus (which does not enter the model)."""
+    examples = data.drop_duplicates(["variation", "exam", "alternative"])
+    key = pd.DataFrame(
+        {
+            "dataset": "mimic-cxr",
+            "study_id": examples["exam"].to_numpy(),
+            "reref_variation": examples["variation"].to_numpy(),
+            "report_type": np.where(examples["alternative"] == 1, "alternative", "original"),
+        }
+    )
+    consensus = key.assign(rating="Realistic", label_source="unanimous", n_annotations="2")
+    full = key.loc[key.index.repeat(2)].assign(annotation_index="0", rating="Realistic", rationale="")
+    reads = pd.DataFrame(
+        {
+            "task": "task1",
+            "dataset": "mimic-cxr",
+            "study_id": data["exam"].to_numpy(),
+            "reref_variation": data["variation"].to_numpy(),
+            "report_type": np.where(data["alternative"] == 1, "alternative", "original"),
+            "slot": np.tile(["1", "2"], len(data) // 2),
+            "reader": data["reader"].to_numpy(),
+            "rating": np.array(TASK1_LABELS)[data["score"].to_numpy()],
+            "rationale": "",
+            "duration_ms": "",
+        }
+    )
+    tables = {Path(name).stem: pd.DataFrame(columns=columns) for name, columns in RELEASE_FILES.items()}
+    tables["task1_consensus"] = consensus.reindex(columns=RELEASE_FILES["task1/task1_consensus.csv"], fill_value="")
+    tables["task1_full"] = full.reindex(columns=RELEASE_FILES["task1/task1_full.csv"], fill_value="")
+    return ReleaseFrames(**{name: frame.astype(str) for name, frame in tables.items()}, reads=reads)
+
+
+def test_the_results_table_gives_lme4s_numbers_on_a_live_studys_reads():
+    data = pd.read_csv(REFERENCE / "published.csv", dtype={"reader": str, "exam": str, "variation": str})
+    expected = json.loads((REFERENCE / "published.json").read_text())["fits"]
+
+    table = analyze(_live_frames(data), dimensions={}).tables["task1_mixed_model"]
+
+    rows = {(r["level"], r["group"]): r for r in table.to_dict(orient="records")}
+    for (level, group), fit in [(("overall", "all"), expected["overall"])] + [
+        (("variation", name.split(":", 1)[1]), value)
+        for name, value in expected.items()
+        if name.startswith("variation:")
+    ]:
+        row = rows[(level, group)]
+        assert [row["estimate"], row["se"]] == pytest.approx([fit["beta"][1], fit["se"][1]], abs=TOLERANCE)
+        assert [row["ci_low"], row["ci_high"]] == pytest.approx(fit["ci"], abs=TOLERANCE)
+        assert row["var_reader"] == pytest.approx(fit["variances"]["reader"], abs=TOLERANCE)
+        assert row["var_exam"] == pytest.approx(fit["variances"]["exam"], abs=TOLERANCE)
+        assert row["var_residual"] == pytest.approx(fit["variances"]["residual"], abs=TOLERANCE)
+    overall = rows[("overall", "all")]
+    assert overall["var_reader_variation"] == pytest.approx(
+        expected["overall"]["variances"]["reader:variation"], abs=TOLERANCE
+    )
+    assert (overall["n_reads"], overall["n_readers"], overall["n_exams"]) == (480, 13, data["exam"].nunique())
+
+
+def test_from_a_release_the_table_says_the_reader_component_cannot_be_estimated_and_why():
+    data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
+    frames = dataclasses.replace(_live_frames(data), reads=None)
+
+    table = analyze(frames).tables["task1_mixed_model"]
+
+    assert len(table) == 1 and table.iloc[0]["estimate"] is None
+    assert table.iloc[0]["note"].startswith("not computable from a release: annotator identities are removed by design")
