@@ -31,7 +31,8 @@ def test_a_coordinator_sees_the_figures_and_filters_the_results_in_place(page: P
     expect(page.get_by_role("heading", name="Task 1: realism")).to_be_visible()
     expect(page.get_by_role("heading", name="Reader quality")).to_be_visible()
     images = page.locator("#results .results-section:not(#metric-sensitivity) figure img")
-    expect(images).to_have_count(4)
+    # Task 1's degradation and share-Realistic forests, Task 2's proportions, agreement.
+    expect(images).to_have_count(5)
     # One figure per metric and direction (BLEU-2 both ways, ROUGE-L, chrF both ways); the first is open.
     metric_images = page.locator("#metric-sensitivity figure img")
     expect(metric_images).to_have_count(5)
