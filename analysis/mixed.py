@@ -6,20 +6,29 @@ Lambda is diagonal, theta_k (the term's standard deviation relative to the resid
 term's levels. For a given theta the penalized least-squares problem gives beta, the conditional
 modes and the profiled REML deviance in closed form (Bates, Maechler, Bolker and Walker 2015,
 "Fitting linear mixed-effects models using lme4", J Stat Softw 67(1), section 3); the deviance is
-then minimized over theta >= 0. Standard errors are sigma^2 (X'V^-1 X)^-1's, intervals and
-p-values are Wald's (lme4's `confint(method = "Wald")`). Tests hold every number equal to R's lme4
-on stored data sets (tests/analysis/reference/mixed/).
+then minimized over theta >= 0. Standard errors are sigma^2 (X'V^-1 X)^-1's.
 
-statsmodels' MixedLM fits the same model with variance components, but on crossed designs its
-optimizer stops at other points (a boundary where lme4 finds both components positive, on the
-published-shape data); the formulation here is small and dense (a study has some hundreds of
-random-effect levels), so it is written out.
+Inference on a fixed effect uses a t distribution with Satterthwaite's degrees of freedom, as
+R's lmerTest computes them (Kuznetsova, Brockhoff and Christensen 2017, J Stat Softw 82(13)):
+the covariance of the variance parameters (theta, sigma) is twice the inverse Hessian of the
+REML deviance, the gradient of the estimate's variance is taken numerically, both with numDeriv's
+Richardson extrapolation (the steps and the extrapolation are numDeriv's defaults, so the two
+agree to rounding). With a few exams a normal (Wald) reference would be too narrow: the t
+interval widens as the data that estimate the variances shrink. Tests hold every number equal to
+lme4 and lmerTest on stored data sets (tests/analysis/reference/mixed/).
+
+The term with the most levels (the exams) has a diagonal block in Z'Z, so the system is solved
+by eliminating it first: only the other terms (readers, reader x variation: some hundreds of
+levels) form a dense block, and an evaluation of the deviance does not grow with the reads. statsmodels' MixedLM
+fits the same model with variance components, but on crossed designs its optimizer stops at
+other points (a boundary where lme4 finds both components positive, on the published-shape data).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import linalg, optimize, sparse
 from scipy import stats as scipy_stats
 
 from analysis.stats import CONFIDENCE, NotComputable
@@ -30,6 +39,7 @@ class MixedFit:
     names: list[str]  # the fixed effects, in X's column order
     beta: np.ndarray
     se: np.ndarray
+    df: np.ndarray  # Satterthwaite's degrees of freedom of each fixed effect
     variances: dict[str, float]  # each random term's variance, then "residual"
     levels: dict[str, int]  # each random term's number of levels
     reml_deviance: float
@@ -43,47 +53,183 @@ class MixedFit:
         p = float(2 * scipy_stats.norm.sf(abs(estimate) / se)) if se > 0 else float("nan")
         return estimate, se, estimate - z * se, estimate + z * se, p
 
+    def t_test(self, name: str, confidence: float = CONFIDENCE) -> tuple[float, float, float, float, float, float]:
+        """estimate, standard error, Satterthwaite df, interval and two-sided p (lmerTest's contest1D)."""
+        index = self.names.index(name)
+        estimate, se, df = float(self.beta[index]), float(self.se[index]), float(self.df[index])
+        quantile = scipy_stats.t.ppf(1 - (1 - confidence) / 2, df)
+        p = float(2 * scipy_stats.t.sf(abs(estimate) / se, df)) if se > 0 else float("nan")
+        return estimate, se, df, estimate - quantile * se, estimate + quantile * se, p
+
+
+def _indicator(codes: np.ndarray, rows: int) -> sparse.csr_matrix:
+    return sparse.csr_matrix((np.ones(rows), (np.arange(rows), codes)), shape=(rows, codes.max() + 1))
+
+
+@dataclass
+class _State:
+    """The penalized least-squares solution at one theta."""
+
+    deviance: float  # profiled REML deviance
+    log_det_a: float  # log det(Lambda' Z'Z Lambda + I), lme4's ldL2
+    log_det_rx: float  # log det(R_X' R_X), lme4's ldRX2
+    r2: float  # penalized residual sum of squares
+    beta: np.ndarray
+    schur: np.ndarray  # R_X' R_X = X'V^-1 X sigma^2
+
 
 class _Profile:
-    """The profiled REML deviance of one model as a function of theta."""
+    """The REML deviance of one model as a function of theta (and of sigma, for lmerTest's Hessian).
+
+    With W = [y X] and A = Lambda' Z'Z Lambda + I, everything the deviance needs is log det A and
+    Q = W'Z Lambda A^-1 Lambda Z'W. Eliminating the largest term (block 1, diagonal: d = theta_1^2
+    n_j + 1 for a level with n_j reads) leaves S, the Schur complement on the other terms, and
+    Q = theta_1^2 sum_j w_j w_j' / d_j + c' S^-1 c; the sums over block 1's levels depend on theta
+    only through d_j, so they are gathered once per distinct n_j and an evaluation costs nothing
+    in the number of reads.
+    """
 
     def __init__(self, y: np.ndarray, X: np.ndarray, terms: dict[str, np.ndarray]):
-        self.y, self.X = y, X
         self.n, self.p = X.shape
-        blocks, self.sizes = [], []
-        for codes in terms.values():
-            _, index = np.unique(codes, return_inverse=True)
-            block = np.zeros((self.n, index.max() + 1))
-            block[np.arange(self.n), index] = 1.0
-            blocks.append(block)
-            self.sizes.append(block.shape[1])
-        self.Z = np.hstack(blocks)
-        self.ZtZ, self.ZtX, self.Zty = self.Z.T @ self.Z, self.Z.T @ X, self.Z.T @ y
-        self.XtX, self.Xty = X.T @ X, X.T @ y
+        codes = [np.unique(values, return_inverse=True)[1].ravel() for values in terms.values()]
+        sizes = [int(c.max()) + 1 for c in codes]
+        self.big = int(np.argmax(sizes))
+        self.rest = [k for k in range(len(codes)) if k != self.big]
+        self.sizes2 = [sizes[k] for k in self.rest]
+        W = np.column_stack([y, X])
+        self.WtW = W.T @ W
+        Z1 = _indicator(codes[self.big], self.n)
+        Z2 = sparse.hstack([_indicator(codes[k], self.n) for k in self.rest], format="csr") if self.rest else None
+        Z2 = Z2 if Z2 is not None else sparse.csr_matrix((self.n, 0))
+        self.Z2tZ2 = (Z2.T @ Z2).toarray()
+        self.Z2tW = Z2.T @ W
+        Z1tZ2 = (Z1.T @ Z2).tocsr()
+        Z1tW = Z1.T @ W
+        count = np.bincount(codes[self.big], minlength=sizes[self.big])
+        # Per distinct number of reads of a block-1 level: how many levels, and their sums.
+        self.classes = []
+        for value in np.unique(count):
+            rows = np.flatnonzero(count == value)
+            M, R = Z1tZ2[rows], Z1tW[rows]
+            self.classes.append(
+                (float(value), len(rows), (M.T @ M).toarray(), np.asarray(M.T @ R), R.T @ R)
+            )  # fmt: skip
 
-    def solve(self, theta: np.ndarray):
-        lam = np.repeat(theta, self.sizes)
-        q = len(lam)
-        A = lam[:, None] * self.ZtZ * lam[None, :] + np.eye(q)
-        L = linalg.cholesky(A, lower=True)
-        cu = linalg.solve_triangular(L, lam * self.Zty, lower=True)
-        RZX = linalg.solve_triangular(L, lam[:, None] * self.ZtX, lower=True)
-        schur = self.XtX - RZX.T @ RZX
-        RX = linalg.cholesky(schur, lower=False)
-        beta = linalg.cho_solve((RX, False), self.Xty - RZX.T @ cu)
-        u = linalg.solve_triangular(L.T, cu - RZX @ beta, lower=False)
-        residual = self.y - self.X @ beta - self.Z @ (lam * u)
-        r2 = float(residual @ residual + u @ u)
+    def solve(self, theta: np.ndarray) -> _State:
+        t1 = float(theta[self.big]) ** 2
+        lam2 = np.repeat(theta[self.rest], self.sizes2) if self.rest else np.zeros(0)
+        q2 = len(lam2)
+        log_det_a = 0.0
+        G = np.zeros((q2, q2))
+        H = np.zeros((q2, self.p + 1))
+        Q = np.zeros((self.p + 1, self.p + 1))
+        for count, levels, MtM, MtR, RtR in self.classes:
+            f = 1.0 / (t1 * count + 1.0)
+            log_det_a -= levels * np.log(f)
+            G += f * MtM
+            H += f * MtR
+            Q += f * RtR
+        Q *= t1
+        if q2:
+            S = lam2[:, None] * (self.Z2tZ2 - t1 * G) * lam2[None, :] + np.eye(q2)
+            factor = linalg.cho_factor(S, lower=True)
+            log_det_a += 2 * float(np.log(np.diag(factor[0])).sum())
+            c = lam2[:, None] * (self.Z2tW - t1 * H)
+            Q += c.T @ linalg.cho_solve(factor, c)
+        schur = self.WtW[1:, 1:] - Q[1:, 1:]
+        rhs = self.WtW[1:, 0] - Q[1:, 0]
+        rx = linalg.cholesky(schur, lower=False)
+        beta = linalg.cho_solve((rx, False), rhs)
+        r2 = float(self.WtW[0, 0] - Q[0, 0] - beta @ rhs)
+        log_det_rx = 2 * float(np.log(np.abs(np.diag(rx))).sum())
         dof = self.n - self.p
-        deviance = (
-            2 * np.log(np.diag(L)).sum()
-            + 2 * np.log(np.abs(np.diag(RX))).sum()
-            + dof * (1 + np.log(2 * np.pi * r2 / dof))
-        )
-        return float(deviance), beta, r2 / dof, schur
+        deviance = log_det_a + log_det_rx + dof * (1 + np.log(2 * np.pi * r2 / dof))
+        return _State(float(deviance), log_det_a, log_det_rx, r2, beta, schur)
 
     def deviance(self, theta: np.ndarray) -> float:
-        return self.solve(theta)[0]
+        return self.solve(theta).deviance
+
+    def deviance_at(self, varpar: np.ndarray) -> float:
+        """The REML deviance at (theta, sigma), sigma not profiled out (lmerTest's devfun_vp)."""
+        state = self.solve(varpar[:-1])
+        sigma2 = varpar[-1] ** 2
+        return state.log_det_a + state.log_det_rx + state.r2 / sigma2 + (self.n - self.p) * np.log(2 * np.pi * sigma2)
+
+    def covariance_at(self, varpar: np.ndarray) -> np.ndarray:
+        """sigma^2 (R_X' R_X)^-1 at (theta, sigma), flattened (lmerTest's get_covbeta)."""
+        return (varpar[-1] ** 2 * linalg.inv(self.solve(varpar[:-1]).schur)).ravel()
+
+
+# numDeriv's defaults for Richardson extrapolation: relative step d, absolute step eps where the
+# argument is below zero_tol, r successive halvings.
+_ZERO_TOL = np.sqrt(np.finfo(float).eps / 7e-7)
+
+
+def _steps(x: np.ndarray, d: float, eps: float = 1e-4) -> np.ndarray:
+    return np.abs(d * x) + eps * (np.abs(x) < _ZERO_TOL)
+
+
+def _richardson(approximations: list, r: int = 4) -> np.ndarray:
+    a = [np.asarray(value, dtype=float) for value in approximations]
+    for m in range(1, r):
+        a = [(a[k + 1] * 4**m - a[k]) / (4**m - 1) for k in range(r - m)]
+    return a[0]
+
+
+def hessian(func: Callable[[np.ndarray], float], x: np.ndarray, d: float = 0.1, r: int = 4) -> np.ndarray:
+    """numDeriv::hessian (method "Richardson", its genD)."""
+    n = len(x)
+    f0 = func(x)
+    h0 = _steps(x, d)
+    diagonal = np.zeros(n)
+    H = np.zeros((n, n))
+    for i in range(n):
+        h, second = h0.copy(), []
+        unit = np.eye(n)[i]
+        for _ in range(r):
+            f1, f2 = func(x + unit * h), func(x - unit * h)
+            second.append((f1 - 2 * f0 + f2) / h[i] ** 2)
+            h = h / 2
+        diagonal[i] = H[i, i] = _richardson(second, r)
+    for i in range(n):
+        for j in range(i):
+            h, mixed = h0.copy(), []
+            step = np.eye(n)[i] + np.eye(n)[j]
+            for _ in range(r):
+                f1, f2 = func(x + step * h), func(x - step * h)
+                mixed.append((f1 - 2 * f0 + f2 - diagonal[i] * h[i] ** 2 - diagonal[j] * h[j] ** 2) / (2 * h[i] * h[j]))
+                h = h / 2
+            H[i, j] = H[j, i] = _richardson(mixed, r)
+    return H
+
+
+def jacobian(func: Callable[[np.ndarray], np.ndarray], x: np.ndarray, d: float = 1e-4, r: int = 4) -> np.ndarray:
+    """numDeriv::jacobian (method "Richardson"): one column per argument."""
+    n = len(x)
+    h = _steps(x, d)
+    columns = []
+    for i in range(n):
+        unit, step, approximations = np.eye(n)[i], h[i], []
+        for _ in range(r):
+            approximations.append((func(x + unit * step) - func(x - unit * step)) / (2 * step))
+            step = step / 2
+        columns.append(_richardson(approximations, r))
+    return np.column_stack(columns)
+
+
+def _satterthwaite(profile: _Profile, varpar: np.ndarray, covariance: np.ndarray) -> np.ndarray:
+    """Each fixed effect's Satterthwaite degrees of freedom, as lmerTest's contest1D computes them."""
+    H = hessian(profile.deviance_at, varpar)
+    values, vectors = np.linalg.eigh(H)
+    positive = values > 1e-8
+    vcov_varpar = 2 * (vectors[:, positive] / values[positive]) @ vectors[:, positive].T
+    J = jacobian(profile.covariance_at, varpar)
+    p = covariance.shape[0]
+    df = np.empty(p)
+    for k in range(p):
+        gradient = J[k * p + k, :]  # d var(beta_k) / d varpar
+        df[k] = 2 * covariance[k, k] ** 2 / float(gradient @ vcov_varpar @ gradient)
+    return df
 
 
 def fit_lmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) -> MixedFit | NotComputable:
@@ -111,16 +257,19 @@ def fit_lmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) ->
         if best is None or result.fun < best.fun:
             best = result
     theta = best.x
-    deviance, beta, sigma2, schur = profile.solve(theta)
-    covariance = sigma2 * linalg.inv(schur)
+    state = profile.solve(theta)
+    sigma2 = state.r2 / (n - p)
+    covariance = sigma2 * linalg.inv(state.schur)
     variances = {name: float(sigma2 * t**2) for name, t in zip(terms, theta, strict=True)}
     variances["residual"] = float(sigma2)
+    varpar = np.append(theta, np.sqrt(sigma2))
     return MixedFit(
         names=list(names),
-        beta=beta,
+        beta=state.beta,
         se=np.sqrt(np.diag(covariance)),
+        df=_satterthwaite(profile, varpar, covariance),
         variances=variances,
         levels=levels,
-        reml_deviance=deviance,
+        reml_deviance=state.deviance,
         n=n,
     )

@@ -34,8 +34,8 @@ REALISTIC_DIFFERENCE_COLUMNS = [
     "Difference [95% CI]", "[Bonferroni-adjusted CI]", "p", "p (Holm)", "Method", "Non-inferiority", "Note",
 ]  # fmt: skip
 MIXED_COLUMNS = [
-    "Level", "Group", "Reads (readers, exams)", "Difference [95% CI]", "SE", "p", "Reader variance", "Exam variance",
-    "Reader x variation variance", "Residual variance", "Method", "Note",
+    "Level", "Group", "Reads (readers, exams)", "Difference [95% CI]", "SE", "df", "p", "Reader variance",
+    "Exam variance", "Reader x variation variance", "Residual variance", "Method", "Note",
 ]  # fmt: skip
 ORDER_COLUMNS = [
     "Level", "Group", "Reads", "Report A original: Equivalent", "Report A alternative: Equivalent", "Difference",
@@ -161,6 +161,7 @@ def _task1(document: dict, figures: dict) -> dict:
             "" if r["n_reads"] is None else f"{r['n_reads']} ({r['n_readers']}, {r['n_exams']})",
             estimate(r, "estimate"),
             number(r["se"]),
+            number(r["df"], 1),
             p_value(r["p_value"]),
             *(number(r[name], 4) for name in ("var_reader", "var_exam", "var_reader_variation", "var_residual")),
             r["method"] or "",

@@ -71,7 +71,8 @@ METHODS = {
         "the first two disagreeing) in a linear mixed model of the 0-2 score with a fixed effect for the "
         "alternative and crossed random intercepts for reader and exam (overall and per dimension also reader "
         "x variation, where a reader read several variations), fitted by REML as lme4's lmer fits it "
-        "(analysis.mixed; equal to lme4 to 1e-6 on stored data); Wald 95% interval and p-value. The estimate "
+        "(analysis.mixed), with a t interval and p-value on Satterthwaite's degrees of freedom as lmerTest computes "
+        "them (equal to lme4 and lmerTest to 1e-6 on stored data), so that few exams widen the interval. The estimate "
         "is the difference in a single read's mean score, with readers and exams as sources of variance. "
         "A release has no reader identities by design, so from a release only the exam-clustered tests above "
         f"apply. Fewer than {MIN_EXAMS} exams: estimate only."
@@ -464,7 +465,7 @@ def _degradation(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 MIXED_COLUMNS = [
-    "level", "group", "n_reads", "n_readers", "n_exams", "estimate", "se", "ci_low", "ci_high", "p_value",
+    "level", "group", "n_reads", "n_readers", "n_exams", "estimate", "se", "df", "ci_low", "ci_high", "p_value",
     "var_reader", "var_exam", "var_reader_variation", "var_residual", "method", "note",
 ]  # fmt: skip
 NO_READERS_IN_A_RELEASE = (
@@ -510,8 +511,8 @@ def _mixed_row(level: str, group: str, part: pd.DataFrame) -> dict:
     if fit is None or isinstance(fit, stats.NotComputable):
         notes.insert(0, fit.reason if fit is not None else "no reads")
         return row | {"method": "", "note": "; ".join(notes)}
-    estimate, se, low, high, p = fit.wald("alternative")
-    row |= {"estimate": estimate, "se": se, "ci_low": low, "ci_high": high, "p_value": p}
+    estimate, se, df, low, high, p = fit.t_test("alternative")
+    row |= {"estimate": estimate, "se": se, "df": df, "ci_low": low, "ci_high": high, "p_value": p}
     if n_exams < MIN_EXAMS:
         row |= {"ci_low": None, "ci_high": None, "p_value": None}
         notes.insert(0, f"too few exams for a useful interval (n = {n_exams}; fewer than {MIN_EXAMS})")
@@ -521,7 +522,8 @@ def _mixed_row(level: str, group: str, part: pd.DataFrame) -> dict:
         "var_reader_variation": fit.variances.get("reader x variation"),
         "var_residual": fit.variances["residual"],
         "method": "linear mixed model, REML: score ~ alternative + (1 | reader) + (1 | exam)"
-        + (" + (1 | reader:variation)" if "reader x variation" in terms else ""),
+        + (" + (1 | reader:variation)" if "reader x variation" in terms else "")
+        + "; t test on Satterthwaite's df",
         "note": "; ".join(notes),
     }
     return row

@@ -1,4 +1,4 @@
-"""analysis.mixed against R's lme4 on stored data (reference/make_mixed_reference.R regenerates them)."""
+"""analysis.mixed against R's lme4 and lmerTest on stored data (reference/make_mixed_reference.R regenerates them)."""
 
 import dataclasses
 import json
@@ -54,6 +54,29 @@ def test_the_reml_fit_equals_lme4s(name, fit):
         assert ours.variances[term] == pytest.approx(variance, abs=TOLERANCE), term
     _, _, low, high, _ = ours.wald("alternative")
     assert (low, high) == pytest.approx(expected["ci"], abs=TOLERANCE)
+
+
+@pytest.mark.parametrize(("name", "fit"), list(_cases()))
+def test_the_t_test_on_satterthwaites_df_equals_lmertests(name, fit):
+    data = pd.read_csv(REFERENCE / f"{name}.csv", dtype={"reader": str, "exam": str, "variation": str})
+    expected = json.loads((REFERENCE / f"{name}.json").read_text())["fits"][fit]["satterthwaite"]
+
+    _, _, df, low, high, p = _fit(data, fit).t_test("alternative")
+
+    assert df == pytest.approx(expected["df"], rel=TOLERANCE)
+    assert (low, high) == pytest.approx(expected["ci"], abs=TOLERANCE)
+    assert p == pytest.approx(expected["p"], abs=TOLERANCE)
+
+
+def test_with_few_exams_the_t_interval_is_wider_than_walds():
+    data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
+
+    ours = _fit(data, "variation:v01")
+    _, _, wald_low, wald_high, wald_p = ours.wald("alternative")
+    _, _, df, low, high, p = ours.t_test("alternative")
+
+    assert df < 30
+    assert low < wald_low and high > wald_high and p > wald_p
 
 
 @pytest.mark.parametrize("name", ["small", "published"])
@@ -129,7 +152,10 @@ def test_the_results_table_gives_lme4s_numbers_on_a_live_studys_reads():
     ]:
         row = rows[(level, group)]
         assert [row["estimate"], row["se"]] == pytest.approx([fit["beta"][1], fit["se"][1]], abs=TOLERANCE)
-        assert [row["ci_low"], row["ci_high"]] == pytest.approx(fit["ci"], abs=TOLERANCE)
+        satterthwaite = fit["satterthwaite"]
+        assert row["df"] == pytest.approx(satterthwaite["df"], rel=TOLERANCE)
+        assert [row["ci_low"], row["ci_high"]] == pytest.approx(satterthwaite["ci"], abs=TOLERANCE)
+        assert row["p_value"] == pytest.approx(satterthwaite["p"], abs=TOLERANCE)
         assert row["var_reader"] == pytest.approx(fit["variances"]["reader"], abs=TOLERANCE)
         assert row["var_exam"] == pytest.approx(fit["variances"]["exam"], abs=TOLERANCE)
         assert row["var_residual"] == pytest.approx(fit["variances"]["residual"], abs=TOLERANCE)

@@ -4,10 +4,11 @@
 #   Rscript tests/analysis/reference/make_mixed_reference.R
 #
 # regenerates mixed/<name>.csv (the reads, drawn here with a seed) and mixed/<name>.json (the fits).
-# Needs Debian's r-base-core, r-cran-lme4, r-cran-ordinal and r-cran-jsonlite; neither the application
+# Needs Debian's r-base-core, r-cran-lme4, r-cran-lmertest, r-cran-ordinal and r-cran-jsonlite; neither the application
 # nor CI runs it: the tests read the stored files.
 suppressMessages({
   library(lme4)
+  library(lmerTest, exclude = "lmer")
   library(ordinal)
   library(jsonlite)
 })
@@ -50,10 +51,14 @@ lmm <- function(formula, data) {
   fit <- lmer(formula, data = data, REML = TRUE, control = control)
   components <- as.data.frame(VarCorr(fit))
   wald <- confint(fit, parm = "alternative", method = "Wald")
+  # Satterthwaite's degrees of freedom for the alternative's t test, as lmerTest's summary gives them.
+  satterthwaite <- contest1D(as_lmerModLmerTest(fit), L = c(0, 1), confint = TRUE)
   list(
     beta = unname(fixef(fit)), se = unname(sqrt(diag(as.matrix(vcov(fit))))),
     variances = setNames(as.list(components$vcov), ifelse(is.na(components$var1), "residual", components$grp)),
-    ci = unname(wald[1, ]), reml_deviance = REMLcrit(fit)
+    ci = unname(wald[1, ]), reml_deviance = REMLcrit(fit),
+    satterthwaite = list(df = satterthwaite$df, p = satterthwaite[["Pr(>|t|)"]],
+                         ci = c(satterthwaite$lower, satterthwaite$upper))
   )
 }
 
@@ -77,7 +82,8 @@ for (set in list(
   ordinal_summary <- coef(summary(ordinal_fit))
   reference <- list(
     r_version = R.version.string, lme4 = as.character(packageVersion("lme4")),
-    ordinal = as.character(packageVersion("ordinal")), fits = fits,
+    lmerTest = as.character(packageVersion("lmerTest")), ordinal = as.character(packageVersion("ordinal")),
+    fits = fits,
     clmm = list(estimate = ordinal_summary["alternative", "Estimate"], se = ordinal_summary["alternative", "Std. Error"],
                 p = ordinal_summary["alternative", "Pr(>|z|)"])
   )
