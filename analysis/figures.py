@@ -209,14 +209,14 @@ def _realistic_forest(results: Results) -> Figure:
     if table is None or not (table["n_pairs"] > 0).any():
         return _empty(name, "No Task 1 pairs with a consensus for both reports yet.")
     table = _by_variation(table).iloc[::-1].reset_index(drop=True)
-    figure = _figure(10, 0.45 * len(table) + 2)
+    figure = _figure(11.5, 0.45 * len(table) + 2.3)
     axes = figure.add_subplot()
     _forest_rows(axes, table, "difference")
     margin = results.document.get("margins", {}).get("task1_realistic")
     if margin is not None:
-        axes.axvline(-margin, color=SCALE_COLOURS[2], linewidth=1.5)
-        axes.annotate(f"margin -{margin:.0%}", (-margin, 1.0), xycoords=("data", "axes fraction"),
-                      color=SCALE_COLOURS[2], fontsize=8, ha="center", va="bottom")  # fmt: skip
+        line = axes.axvline(-margin, color=SCALE_COLOURS[2], linewidth=1.5)
+        label = f"non-inferiority margin: -{margin * 100:g} percentage points"
+        figure.legend([line], [label], loc="outside lower center", fontsize=8, frameon=False)
     axes.set_xlim(-1.05, 1.05)
     axes.set_xlabel(
         "Share rated Realistic, alternative - original (95% CI: Newcombe per variation, exact sign-flip over "

@@ -37,7 +37,7 @@ KEYS = {"task1": TASK1_KEY, "task2": TASK2_KEY}
 ADJUDICATED_AS = ("rated_realistic_or_equivalent", "rated_minor", "rated_major")
 THIRD_READ_NOTE = (
     "Biased by design: over all reads of the release, and a third read exists only where the first two "
-    "disagreed, so disagreement is over-represented; the first two reads below are the unbiased measure."
+    "disagreed, so disagreement is over-represented; the rows of the first two reads are the unbiased measure."
 )
 # Below these many units an interval says too little to be shown (the point estimate stays): an
 # exact paired test cannot reach 5% with fewer than 6 exams (2 / 2^5 > 0.05), and an agreement
@@ -424,7 +424,7 @@ def _sign_flip_row(level: str, group: str, part: pd.DataFrame, column: str) -> t
         notes.append(f"test: {result.reason}")
     else:
         row["p_value"] = result.p_value
-    row["method"] = f"exact sign-flip over {test.n_exams} exams" if len(part) else ""
+    row["method"] = test.method if len(part) else ""
     row["note"] = "; ".join(notes)
     return row, test
 
@@ -801,13 +801,21 @@ def _first_two_read_rows(full: pd.DataFrame, task: str) -> list[dict]:
                 columns = _estimate_columns(stats.NotComputable("fewer than 2 examples with two or more reads"))
                 rows.append(_agreement_row(task, "release", level, group, measure, n, columns))
                 continue
-            span = stats.krippendorff_alpha_range(known, _SPLIT_OPTIONS, splits, metric)
-            ways = (splits + 1) * (splits + 2) // 2
+            ways = stats.compositions_count(splits, len(_SPLIT_OPTIONS))
             note = (
                 f"which two of the three reads of {splits} three-way split{'s' if splits != 1 else ''} came first is "
                 f"not in the release: the range of alpha over the {ways} ways they can have been"
             )
-            if span is None:
+            if ways > stats.MAX_COMPOSITIONS:
+                span = None
+                note = (
+                    f"not computable: which two of the three reads of {splits} three-way splits came first is not in "
+                    f"the release, and the {ways} ways they can have been are more than the {stats.MAX_COMPOSITIONS} "
+                    "searched; the share with two annotations above is exact"
+                )
+            else:
+                span = stats.krippendorff_alpha_range(known, _SPLIT_OPTIONS, splits, metric)
+            if span is None and ways <= stats.MAX_COMPOSITIONS:
                 note = "every way of resolving the splits gives the same rating everywhere: alpha is undefined"
             row = _agreement_row(
                 task,

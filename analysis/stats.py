@@ -22,6 +22,7 @@ References:
   1 - d^2 / max d^2 with Krippendorff's rank distance d, taken from the observed marginals).
 """
 
+import math
 from dataclasses import dataclass
 
 import krippendorff
@@ -216,6 +217,16 @@ def krippendorff_alpha(counts: np.ndarray, level: str) -> Result:
     return _t_interval(alpha, variance, n)
 
 
+# Every composition is a data set of its own; beyond this many (some 445 three-way splits in one
+# group, under a second) the search would cost the worker minutes and gigabytes: no range is shown.
+MAX_COMPOSITIONS = 100_000
+
+
+def compositions_count(k: int, parts: int) -> int:
+    """How many ways k units can be spread over `parts` options (k + parts - 1 choose parts - 1)."""
+    return math.comb(k + parts - 1, parts - 1)
+
+
 def krippendorff_alpha_range(fixed: np.ndarray, options: np.ndarray, k: int, level: str) -> tuple[float, float] | None:
     """The least and greatest Krippendorff's alpha when each of k units may be any one of `options`.
 
@@ -238,8 +249,10 @@ def krippendorff_alpha_range(fixed: np.ndarray, options: np.ndarray, k: int, lev
         return (outer / (reads - 1)[:, None, None]).sum(axis=0)
 
     base = coincidences(fixed) if len(fixed) else np.zeros((q, q))
+    if compositions_count(k, len(options)) > MAX_COMPOSITIONS:
+        raise ValueError(f"{k} units over {len(options)} options: more than {MAX_COMPOSITIONS} compositions")
     per_option = np.stack([coincidences(option[None, :]) for option in options])
-    compositions = np.array(_compositions(k, len(options)), dtype=float)
+    compositions = _compositions(k, len(options)).astype(float)
     o = base + np.einsum("mo,ock->mck", compositions, per_option)
     marginals = o.sum(axis=2)
     total = marginals.sum(axis=1)
@@ -260,8 +273,12 @@ def krippendorff_alpha_range(fixed: np.ndarray, options: np.ndarray, k: int, lev
     return float(alphas.min()), float(alphas.max())
 
 
-def _compositions(k: int, parts: int) -> list[tuple[int, ...]]:
-    """Every way of writing k as an ordered sum of `parts` non-negative integers."""
+def _compositions(k: int, parts: int) -> np.ndarray:
+    """Every way of writing k as an ordered sum of `parts` non-negative integers, one per row."""
     if parts == 1:
-        return [(k,)]
-    return [(first, *rest) for first in range(k + 1) for rest in _compositions(k - first, parts - 1)]
+        return np.array([[k]])
+    blocks = []
+    for first in range(k + 1):
+        rest = _compositions(k - first, parts - 1)
+        blocks.append(np.column_stack([np.full(len(rest), first), rest]))
+    return np.vstack(blocks)

@@ -163,3 +163,56 @@ def test_the_exact_mcnemar_test_is_statsmodels_and_the_binomial_test_on_discorda
 
 def test_without_discordant_pairs_mcnemar_says_why():
     assert "no discordant pairs" in paired.mcnemar_exact(PairedTable(4, 0, 0, 2)).reason
+
+
+# Beyond the exact budget: the normal approximation ---------------------------------------------
+
+
+def _approximated(differences, clusters=None) -> SignFlip:
+    test = SignFlip(differences, clusters)
+    test.exact = False
+    return test
+
+
+def test_a_large_study_is_tested_by_the_normal_approximation_and_says_so():
+    rng = np.random.default_rng(7)
+    differences, clusters = _random_study(rng, 3000, 2500)
+
+    test = SignFlip(differences, clusters)
+
+    assert not test.exact
+    assert test.method == "sign-flip over 2500 exams, normal approximation (exact mean and variance)"
+    assert SignFlip(differences[:100], clusters[:100]).method.startswith("exact sign-flip over")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_normal_approximation_is_close_to_the_exact_distribution_where_both_run(seed):
+    rng = np.random.default_rng(seed)
+    differences, clusters = _random_study(rng, 200, 160)
+    exact = SignFlip(differences, clusters)
+    assert exact.exact
+
+    approximated = _approximated(differences, clusters)
+
+    assert approximated.p_value() == pytest.approx(exact.p_value(), abs=0.005)
+    exact_interval, approximate_interval = exact.interval(), approximated.interval()
+    assert approximate_interval.low == pytest.approx(exact_interval.low, abs=0.01)
+    assert approximate_interval.high == pytest.approx(exact_interval.high, abs=0.01)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_normal_interval_is_the_set_of_shifts_its_test_does_not_reject(seed):
+    rng = np.random.default_rng(seed)
+    differences, clusters = _random_study(rng, 400, 300)
+    test = _approximated(differences, clusters)
+
+    interval = test.interval()
+
+    assert test.p_value(interval.low) == pytest.approx(0.05, abs=TOLERANCE)
+    assert test.p_value(interval.high) == pytest.approx(0.05, abs=TOLERANCE)
+    assert interval.low < test.mean < interval.high
+    assert (interval.low < 0 < interval.high) == (test.p_value(0.0) > 0.05)
+    sums = np.bincount(np.unique(clusters, return_inverse=True)[1], weights=differences)
+    step = np.gcd.reduce(np.abs(sums[sums != 0]).astype(int))
+    expected = 2 * scipy_stats.norm.sf((abs(differences.sum()) - step) / np.sqrt((sums**2).sum()))
+    assert test.p_value(0.0) == pytest.approx(expected, abs=TOLERANCE)

@@ -381,6 +381,32 @@ def test_with_three_way_splits_the_first_two_reads_give_alphas_range_over_every_
         assert "3 three-way splits" in row["note"] and "the 10 ways" in row["note"]
 
 
+def test_too_many_three_way_splits_to_search_say_so_instead_of_a_range(monkeypatch):
+    from analysis import stats
+
+    monkeypatch.setattr(stats, "MAX_COMPOSITIONS", 9)
+    plan = [("hedging", f"{i:03d}", "original", (0, 0), None) for i in range(10)]
+    plan += [("hedging", f"s{i}", "original", (0, 1, 2), 1) for i in range(3)]
+
+    results = analyze(make_frames(task1=plan))
+
+    row = _agreement(results, source="release", level="overall", measure="krippendorff_alpha_nominal_first_two_reads")
+    assert row["range_low"] is None and row["range_high"] is None and row["value"] is None
+    assert row["note"].startswith("not computable: which two of the three reads of 3 three-way splits came first")
+    assert "the 10 ways they can have been are more than the 9 searched" in row["note"]
+
+
+def test_the_compositions_searched_are_every_way_of_spreading_the_splits():
+    import itertools
+
+    from analysis.stats import _compositions, compositions_count
+
+    for k, parts in ((0, 3), (1, 3), (5, 3), (4, 2), (3, 1)):
+        expected = sorted(c for c in itertools.product(range(k + 1), repeat=parts) if sum(c) == k)
+        found = sorted(map(tuple, _compositions(k, parts).tolist()))
+        assert found == expected and len(found) == compositions_count(k, parts)
+
+
 def test_an_agreement_row_with_too_few_examples_keeps_its_value_and_shows_no_interval():
     plan = [("hedging", f"{i}", "original", (i % 2, 0, 0) if i % 2 else (0, 0), None) for i in range(9)]
     plan += [("terminology", f"{i}", "original", (i % 3, i % 3), None) for i in range(12)]
