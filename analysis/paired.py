@@ -99,9 +99,10 @@ class SignFlip:
 
     @property
     def method(self) -> str:
+        exams = f"{self.n_exams} exam{'' if self.n_exams == 1 else 's'}"
         if self.exact:
-            return f"exact sign-flip over {self.n_exams} exams"
-        return f"sign-flip over {self.n_exams} exams, normal approximation (exact mean and variance)"
+            return f"exact sign-flip over {exams}"
+        return f"sign-flip over {exams}, normal approximation (exact mean and variance)"
 
     @property
     def mean(self) -> float:

@@ -216,3 +216,8 @@ def test_the_normal_interval_is_the_set_of_shifts_its_test_does_not_reject(seed)
     step = np.gcd.reduce(np.abs(sums[sums != 0]).astype(int))
     expected = 2 * scipy_stats.norm.sf((abs(differences.sum()) - step) / np.sqrt((sums**2).sum()))
     assert test.p_value(0.0) == pytest.approx(expected, abs=TOLERANCE)
+
+
+def test_the_method_names_the_exams_it_flipped():
+    assert SignFlip([1]).method == "exact sign-flip over 1 exam"
+    assert SignFlip([1, -1, 2], [0, 0, 1]).method == "exact sign-flip over 2 exams"
