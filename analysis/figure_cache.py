@@ -27,8 +27,8 @@ def content_key(name: str, fmt: str, frames: Iterable[tuple[str, pd.DataFrame]])
     """A hash of a figure's name, format and data (each frame's name, columns, index and values)."""
     digest = hashlib.sha256(f"{STYLE}|{matplotlib.__version__}|{name}|{fmt}".encode())
     for label, frame in frames:
-        digest.update(f"|{label}|".encode())
-        digest.update(frame.to_csv().encode())
+        digest.update(f"|{label}|{list(frame.columns)}|{frame.dtypes.astype(str).tolist()}|".encode())
+        digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
     return digest.hexdigest()
 
 

@@ -277,6 +277,10 @@ def _compositions(k: int, parts: int) -> np.ndarray:
     """Every way of writing k as an ordered sum of `parts` non-negative integers, one per row."""
     if parts == 1:
         return np.array([[k]])
+    if parts == 3:  # the three-way splits' case, at once: (first, second) with first + second <= k
+        first, second = np.triu_indices(k + 1)
+        second = second - first
+        return np.column_stack([first, second, k - first - second])
     blocks = []
     for first in range(k + 1):
         rest = _compositions(k - first, parts - 1)
