@@ -136,6 +136,9 @@ def main() -> None:
                 "--license",
                 str(work / "LICENSE.txt"),
                 "--no-progress",
+                # A version names one content for ever: with --keep the study may have built 1.0.0 already.
+                "--version",
+                f"1.0.{time.time_ns()}",
             ],
             env,
             stdout=subprocess.DEVNULL,
