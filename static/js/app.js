@@ -93,10 +93,25 @@ document.addEventListener("htmx:afterSettle", function (event) {
     return;
   }
   const swapped = swappedElement(event.detail);
-  if (swapped) {
-    focusFirstProblem(swapped);
+  if (swapped && !focusFirstProblem(swapped)) {
+    focusLostToStatus(swapped);
   }
 });
+
+// A form swapped out with its submit button takes the focus with it: the answer's status message
+// (role=status) gets it, so keyboard and screen-reader users stay where the answer is.
+function focusLostToStatus(root) {
+  const active = document.activeElement;
+  if (active && active !== document.body && active.isConnected) {
+    return;
+  }
+  const status = root.querySelector("[role=status]");
+  if (status) {
+    status.setAttribute("tabindex", "-1");
+    status.focus({ preventScroll: true });
+    status.scrollIntoView({ block: "center", inline: "nearest", behavior: "instant" });
+  }
+}
 
 // A form posted without htmx comes back as a whole page.
 document.addEventListener("DOMContentLoaded", function () {

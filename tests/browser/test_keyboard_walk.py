@@ -284,6 +284,34 @@ def test_every_form_focuses_its_first_invalid_field(page: Page, world: World) ->
     expect(field).to_have_accessible_description(re.compile("digits", re.IGNORECASE))
 
 
+def test_the_margins_form_focuses_its_error_then_its_saved_message_at_200_percent(
+    zoom_page: Page, world: World
+) -> None:
+    page = zoom_page
+    log_in(page, world.coordinator)
+    page.goto(f"/studies/{world.study.slug}/")
+    margin = page.get_by_label("Task 1 non-inferiority margin (percentage points)")
+
+    margin.fill("0")
+    _submit_with_enter(page, "Save the margins")
+
+    margin = page.get_by_label("Task 1 non-inferiority margin (percentage points)")
+    expect(margin).to_be_focused()
+    expect(margin).to_have_attribute("aria-invalid", "true")
+    expect(margin).to_have_accessible_description(re.compile("greater than or equal to 0.1"))
+
+    margin.fill("10")
+    _submit_with_enter(page, "Save the margins")
+
+    saved = page.locator("#margins-panel [role=status]")
+    expect(saved).to_have_text(re.compile("Task 1 non-inferiority margin 10.0 percentage points"))
+    expect(saved).to_be_focused()
+    assert saved.evaluate(
+        "(e) => { const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }"
+    )
+    assert axe_violations(page) == []
+
+
 # --- 5. Refreshing panels keep focus and place, wait while in use, can be paused ---------------------
 
 
