@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import linalg, optimize, sparse
+from scipy import special as scipy_special
 from scipy import stats as scipy_stats
 
 from analysis.stats import CONFIDENCE, NotComputable
@@ -273,3 +274,206 @@ def fit_lmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) ->
         reml_deviance=state.deviance,
         n=n,
     )
+
+
+# Logistic mixed model ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogisticFit:
+    names: list[str]
+    beta: np.ndarray
+    se: np.ndarray  # from the Hessian of the Laplace deviance over (theta, beta), glmer's default
+    variances: dict[str, float]  # each random term's variance on the logit scale
+    deviance: float  # -2 log-likelihood, Laplace's approximation
+    n: int
+
+    def wald(self, name: str, confidence: float = CONFIDENCE) -> tuple[float, float, float, float, float]:
+        """estimate (log odds ratio), standard error, Wald interval and two-sided p (glmer's z test)."""
+        index = self.names.index(name)
+        estimate, se = float(self.beta[index]), float(self.se[index])
+        z = scipy_stats.norm.ppf(1 - (1 - confidence) / 2)
+        p = float(2 * scipy_stats.norm.sf(abs(estimate) / se)) if se > 0 else float("nan")
+        return estimate, se, estimate - z * se, estimate + z * se, p
+
+
+class _Laplace:
+    """Laplace's approximation to a logistic model's deviance at (theta, beta), as glmer computes it:
+    the conditional modes u by penalized iteratively reweighted least squares, then
+    sum of deviance residuals + |u|^2 + log det(Lambda' Z' W Z Lambda + I) at the modes."""
+
+    def __init__(self, y: np.ndarray, X: np.ndarray, terms: dict[str, np.ndarray]):
+        self.y, self.X = y, X
+        self.n, self.p = X.shape
+        codes = [np.unique(values, return_inverse=True)[1].ravel() for values in terms.values()]
+        self.sizes = [int(c.max()) + 1 for c in codes]
+        self.big = int(np.argmax(self.sizes))
+        self.rest = [k for k in range(len(codes)) if k != self.big]
+        self.codes1 = codes[self.big]
+        self.Z1 = _indicator(self.codes1, self.n)
+        Z2 = sparse.hstack([_indicator(codes[k], self.n) for k in self.rest], format="csr") if self.rest else None
+        self.Z2 = Z2 if Z2 is not None else sparse.csr_matrix((self.n, 0))
+        self.u = (np.zeros(self.sizes[self.big]), np.zeros(self.Z2.shape[1]))  # warm start
+        # Small models (a variation's reads) are solved densely: sparse bookkeeping would cost more.
+        q = self.sizes[self.big] + self.Z2.shape[1]
+        self.dense = sparse.hstack([self.Z1, self.Z2]).toarray() if self.n * q * q <= 5_000_000 else None
+
+    def _lambdas(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        lam2 = np.repeat(theta[self.rest], [self.sizes[k] for k in self.rest]) if self.rest else np.zeros(0)
+        return float(theta[self.big]), lam2
+
+    def _system(self, lam1: float, lam2: np.ndarray, w: np.ndarray):
+        """A = Lambda' Z' W Z Lambda + I by blocks: a solver and log det A."""
+        if self.dense is not None:
+            lam = np.concatenate([np.full(self.sizes[self.big], lam1), lam2])
+            ZL = self.dense * lam[None, :]
+            factor = linalg.cho_factor((ZL.T * w) @ ZL + np.eye(len(lam)), lower=True)
+            q1 = self.sizes[self.big]
+
+            def solve_dense(b1: np.ndarray, b2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                x = linalg.cho_solve(factor, np.concatenate([b1, b2]))
+                return x[:q1], x[q1:]
+
+            return solve_dense, 2 * float(np.log(np.diag(factor[0])).sum())
+        d = lam1**2 * np.bincount(self.codes1, weights=w, minlength=self.sizes[self.big]) + 1.0
+        q2 = len(lam2)
+        if not q2:
+            return (lambda b1, b2: (b1 / d, b2)), float(np.log(d).sum())
+        WZ2 = sparse.diags(w) @ self.Z2
+        B = (self.Z1.T @ WZ2).tocsr() @ sparse.diags(lam2) * lam1
+        S = lam2[:, None] * (self.Z2.T @ WZ2).toarray() * lam2[None, :] + np.eye(q2)
+        S -= (B.T @ sparse.diags(1.0 / d) @ B).toarray()
+        factor = linalg.cho_factor(S, lower=True)
+
+        def solve(b1: np.ndarray, b2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            t = b1 / d
+            x2 = linalg.cho_solve(factor, b2 - B.T @ t)
+            return t - (B @ x2) / d, x2
+
+        return solve, float(np.log(d).sum()) + 2 * float(np.log(np.diag(factor[0])).sum())
+
+    def _eta(self, offset, lam1, lam2, u1, u2):
+        return offset + lam1 * u1[self.codes1] + self.Z2 @ (lam2 * u2)
+
+    def _penalized(self, eta, u1, u2) -> float:
+        # Bernoulli deviance residuals, stably: 2 log(1 + e^-eta) for y = 1, 2 log(1 + e^eta) for y = 0.
+        residual = 2 * np.logaddexp(0.0, np.where(self.y == 1, -eta, eta)).sum()
+        return float(residual + u1 @ u1 + u2 @ u2)
+
+    def deviance(self, par: np.ndarray) -> float:
+        theta, beta = np.abs(par[: len(self.sizes)]), par[len(self.sizes) :]
+        lam1, lam2 = self._lambdas(theta)
+        offset = self.X @ beta
+        u1, u2 = self.u
+        eta = self._eta(offset, lam1, lam2, u1, u2)
+        current = self._penalized(eta, u1, u2)
+        for _ in range(200):
+            mu = scipy_special.expit(eta)
+            w = mu * (1 - mu)
+            solve, _ = self._system(lam1, lam2, w)
+            r = self.y - mu
+            step1, step2 = solve(lam1 * np.bincount(self.codes1, weights=r, minlength=len(u1)) - u1,
+                                 lam2 * (self.Z2.T @ r) - u2)  # fmt: skip
+            fraction = 1.0
+            while True:
+                n1, n2 = u1 + fraction * step1, u2 + fraction * step2
+                eta_new = self._eta(offset, lam1, lam2, n1, n2)
+                trial = self._penalized(eta_new, n1, n2)
+                if trial <= current + 1e-12 * abs(current) or fraction < 1e-10:
+                    break
+                fraction /= 2
+            converged = current - trial <= 1e-14 * abs(current)
+            u1, u2, eta, current = n1, n2, eta_new, trial
+            if converged:
+                break
+        mu = scipy_special.expit(eta)
+        _, log_det = self._system(lam1, lam2, mu * (1 - mu))
+        self.u = (u1, u2)
+        return current + log_det
+
+
+def _deriv12_hessian(func: Callable[[np.ndarray], float], x: np.ndarray, delta: float = 1e-4) -> np.ndarray:
+    """lme4's deriv12 as glmer calls it at its optimum: central differences of step delta (the
+    deviance is even in each theta, so a step below 0 is well defined)."""
+    n = len(x)
+    fx = func(x)
+    H = np.empty((n, n))
+
+    def at(*changes: tuple[int, float]) -> float:
+        point = x.copy()
+        for index, step in changes:
+            point[index] += step
+        return func(point)
+
+    for j in range(n):
+        H[j, j] = (at((j, delta)) - 2 * fx + at((j, -delta))) / delta**2
+        for i in range(j):
+            H[i, j] = H[j, i] = (
+                at((i, delta), (j, delta)) - at((i, delta), (j, -delta))
+                - at((i, -delta), (j, delta)) + at((i, -delta), (j, -delta))
+            ) / (4 * delta**2)  # fmt: skip
+    return H
+
+
+def fit_glmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) -> LogisticFit | NotComputable:
+    """Laplace fit of a logistic model of y (0/1) on X with a random intercept per term's levels."""
+    y = np.asarray(y, dtype=float)
+    X = np.asarray(X, dtype=float)
+    n, p = X.shape
+    if n <= p + len(terms):
+        return NotComputable(f"{n} reads: too few for {p} fixed effects and {len(terms)} random terms")
+    if np.linalg.matrix_rank(X) < p:
+        return NotComputable("the fixed effects cannot be told apart (every read is of one kind)")
+    levels = {name: len(np.unique(codes)) for name, codes in terms.items()}
+    if min(levels.values()) < 2:
+        single = next(name for name, count in levels.items() if count < 2)
+        return NotComputable(f"one {single} only: its variance cannot be estimated")
+    for column in range(p):
+        for value in np.unique(X[:, column]):
+            cell = y[X[:, column] == value]
+            if len(np.unique(X[:, column])) > 1 and len(np.unique(cell)) < 2:
+                return NotComputable(
+                    "every read of one kind has the same outcome (complete separation): the log odds ratio is infinite"
+                )
+    laplace = _Laplace(y, X, terms)
+    k = len(terms)
+    start_beta = _logistic_start(y, X)
+    best = None
+    for start_theta in (np.ones(k), np.full(k, 0.1)):
+        laplace.u = (np.zeros(laplace.sizes[laplace.big]), np.zeros(laplace.Z2.shape[1]))
+        result = optimize.minimize(
+            laplace.deviance, np.concatenate([start_theta, start_beta]), method="L-BFGS-B",
+            bounds=[(0, None)] * k + [(None, None)] * p, options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 5000},
+        )  # fmt: skip
+        if best is None or result.fun < best.fun:
+            best = result
+    par = best.x
+    deviance = laplace.deviance(par)
+    H = _deriv12_hessian(laplace.deviance, par)
+    try:
+        covariance = 2 * np.linalg.inv(H)[k:, k:]
+    except np.linalg.LinAlgError:
+        return NotComputable("the Hessian of the Laplace deviance is singular: no standard errors")
+    if np.any(np.diag(covariance) <= 0):
+        return NotComputable("the Hessian of the Laplace deviance is not positive definite: no standard errors")
+    theta = par[:k]
+    return LogisticFit(
+        names=list(names),
+        beta=par[k:],
+        se=np.sqrt(np.diag(covariance)),
+        variances={name: float(t**2) for name, t in zip(terms, theta, strict=True)},
+        deviance=deviance,
+        n=n,
+    )
+
+
+def _logistic_start(y: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """The fixed effects of the ordinary logistic regression (Newton), the start glmer takes too."""
+    beta = np.zeros(X.shape[1])
+    for _ in range(100):
+        mu = scipy_special.expit(X @ beta)
+        step = np.linalg.solve(X.T @ (X * (mu * (1 - mu))[:, None]), X.T @ (y - mu))
+        beta += step
+        if np.abs(step).max() < 1e-12:
+            break
+    return beta

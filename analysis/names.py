@@ -18,6 +18,10 @@ TABLE_TITLES = {
     "task1_degradation": "Task 1, realism: alternative minus original consensus score, per pair",
     "task1_realistic_difference": "Task 1, realism: alternative minus original in the share rated Realistic, paired",
     "task1_mixed_model": "Task 1, realism: alternative minus original per read, readers and exams as random effects",
+    "task1_realistic_mixed_model": (
+        "Task 1, realism: odds of a read being Realistic, alternative against original, readers and exams as "
+        "random effects"
+    ),
     "task2_ratings": "Task 2, equivalence: consensus ratings",
     "task2_proportions": "Task 2, equivalence: no Major Discrepancy, and Equivalent (Wilson 95% CI)",
     "task2_order": "Task 2, equivalence: rated Equivalent by which report was shown as Report A",

@@ -37,6 +37,10 @@ MIXED_COLUMNS = [
     "Level", "Group", "Reads (readers, exams)", "Difference [95% CI]", "SE", "df", "p", "Reader variance",
     "Exam variance", "Reader x variation variance", "Residual variance", "Method", "Note",
 ]  # fmt: skip
+LOGISTIC_COLUMNS = [
+    "Level", "Group", "Reads (readers, exams)", "Odds ratio [95% CI]", "Log odds ratio (SE)", "p",
+    "Reader variance", "Exam variance", "Reader x variation variance", "Method", "Note",
+]  # fmt: skip
 ORDER_COLUMNS = [
     "Level", "Group", "Reads", "Report A original: Equivalent", "Report A alternative: Equivalent", "Difference",
     "p (Fisher's exact)", "Note",
@@ -169,6 +173,22 @@ def _task1(document: dict, figures: dict) -> dict:
         ]
         for r in tables["task1_mixed_model"]
     ]
+    logistic = [
+        [
+            *_group(r),
+            "" if r["n_reads"] is None else f"{r['n_reads']} ({r['n_readers']}, {r['n_exams']})",
+            "n/a" if r["odds_ratio"] is None else (
+                f"{r['odds_ratio']:.3f} (no interval)" if r["odds_ratio_low"] is None
+                else f"{r['odds_ratio']:.3f} [{r['odds_ratio_low']:.3f}, {r['odds_ratio_high']:.3f}]"
+            ),
+            "n/a" if r["log_odds_ratio"] is None else f"{r['log_odds_ratio']:.3f} ({r['se']:.3f})",
+            p_value(r["p_value"]),
+            *(number(r[name], 4) for name in ("var_reader", "var_exam", "var_reader_variation")),
+            r["method"] or "",
+            r["note"],
+        ]
+        for r in tables["task1_realistic_mixed_model"]
+    ]  # fmt: skip
     return {
         "id": "task1",
         "title": "Task 1: realism",
@@ -195,6 +215,12 @@ def _task1(document: dict, figures: dict) -> dict:
                 name="task1_realistic_difference",
             ),
             _table(TABLE_TITLES["task1_mixed_model"], MIXED_COLUMNS, mixed_model, name="task1_mixed_model"),
+            _table(
+                TABLE_TITLES["task1_realistic_mixed_model"],
+                LOGISTIC_COLUMNS,
+                logistic,
+                name="task1_realistic_mixed_model",
+            ),
         ],
     }
 

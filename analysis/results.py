@@ -44,6 +44,11 @@ THIRD_READ_NOTE = (
 # coefficient's variance rests on its units (the published design has 10 per variation).
 MIN_EXAMS = paired.fewest_exams()
 MIN_AGREEMENT_EXAMPLES = 10
+# A random intercept's variance beyond this on the logit scale (an SD of 10: odds multiplied by e^10
+# between two readers) means the likelihood is flat towards separation: the estimates are not shown.
+MAX_LOGIT_VARIANCE = 100.0
+# Laplace fits take seconds per few thousand reads (bench/mixed.py --logistic); larger groups are not fitted.
+MAX_LOGISTIC_READS = 20_000
 
 METHODS = {
     "scale": "0 = Realistic / Equivalent, 1 = Minor, 2 = Major, for the consensus rating of each example.",
@@ -76,6 +81,15 @@ METHODS = {
         "is the difference in a single read's mean score, with readers and exams as sources of variance. "
         "A release has no reader identities by design, so from a release only the exam-clustered tests above "
         f"apply. Fewer than {MIN_EXAMS} exams: estimate only."
+    ),
+    "realistic_mixed_model": (
+        "Live study only, the same initial reads: whether each read is Realistic in a logistic mixed model with "
+        "a fixed effect for the alternative and the same crossed random intercepts, fitted by Laplace's "
+        "approximation as lme4's glmer fits it by default (analysis.mixed; equal to glmer on stored data, "
+        "estimates to 1e-5, standard errors from the same finite-difference Hessian to 1e-4); the odds ratio "
+        "(alternative against original) with a Wald 95% interval and p-value. A fit whose random-effect variance "
+        f"exceeds {MAX_LOGIT_VARIANCE:.0f} on the logit scale (near-complete separation) is not shown. Fewer than "
+        f"{MIN_EXAMS} exams: estimate only."
     ),
     "equivalence_margin": (
         "With an equivalence margin M for Task 2 (the largest share of pairs with a Major Discrepancy the "
@@ -182,6 +196,7 @@ def analyze(
         tables["task1_realistic_difference"] = _realistic_difference(pairs, margins.task1_realistic)
         reads = _dimensioned(_initial_reads(frames.reads, "task1", consensus), dimensions) if live else None
         tables["task1_mixed_model"] = _mixed_model(reads)
+        tables["task1_realistic_mixed_model"] = _logistic_model(reads)
         counts["task1"] = {"examples": len(consensus), "pairs": len(pairs), "annotations": len(full)}
         advance(1)
     if "task2" in tasks:
@@ -526,6 +541,80 @@ def _mixed_row(level: str, group: str, part: pd.DataFrame) -> dict:
         + "; t test on Satterthwaite's df",
         "note": "; ".join(notes),
     }
+    return row
+
+
+LOGISTIC_COLUMNS = [
+    "level", "group", "n_reads", "n_readers", "n_exams", "log_odds_ratio", "se", "ci_low", "ci_high", "odds_ratio",
+    "odds_ratio_low", "odds_ratio_high", "p_value", "var_reader", "var_exam", "var_reader_variation", "method", "note",
+]  # fmt: skip
+
+
+def _logistic_model(reads: pd.DataFrame | None) -> pd.DataFrame:
+    """The odds of a read being Realistic, alternative against original, readers and exams as random effects."""
+    if reads is None:
+        return pd.DataFrame(
+            [{"level": "overall", "group": "all", "note": NO_READERS_IN_A_RELEASE}], columns=LOGISTIC_COLUMNS
+        )
+    reads = reads.assign(
+        exam=reads["dataset"] + "\x1f" + reads["study_id"],
+        reader_variation=reads["reader"] + "\x1f" + reads["reref_variation"],
+        alternative=(reads["report_type"] == "alternative").astype(float),
+        realistic=(reads["score"] == 0).astype(float),
+    )
+    return pd.DataFrame(
+        [_logistic_row(level, group, part) for level, group, part in _groups(reads) if level != "dataset"],
+        columns=LOGISTIC_COLUMNS,
+    )
+
+
+def _logistic_row(level: str, group: str, part: pd.DataFrame) -> dict:
+    n_exams = part["exam"].nunique()
+    row = {"level": level, "group": group, "n_reads": len(part), "n_readers": part["reader"].nunique()}
+    row["n_exams"] = n_exams
+    terms = {"reader": part["reader"].to_numpy(), "exam": part["exam"].to_numpy()}
+    notes = []
+    if level != "variation":
+        if row["n_readers"] < part["reader_variation"].nunique() < len(part):
+            terms["reader x variation"] = part["reader_variation"].to_numpy()
+        else:
+            notes.append("reader x variation not estimable: no reader read two variations")
+    if len(part) > MAX_LOGISTIC_READS:
+        notes.insert(
+            0,
+            f"not fitted: {len(part)} reads, more than the {MAX_LOGISTIC_READS} a Laplace fit is run on in the "
+            "worker (seconds per few thousand reads); the linear mixed model above covers this group",
+        )
+        return row | {"method": "", "note": "; ".join(notes)}
+    X = np.column_stack([np.ones(len(part)), part["alternative"].to_numpy()])
+    fit = mixed.fit_glmm(part["realistic"].to_numpy(), X, ["(Intercept)", "alternative"], terms) if len(part) else None
+    if fit is None or isinstance(fit, stats.NotComputable):
+        notes.insert(0, fit.reason if fit is not None else "no reads")
+        return row | {"method": "", "note": "; ".join(notes)}
+    row |= {
+        "var_reader": fit.variances["reader"],
+        "var_exam": fit.variances["exam"],
+        "var_reader_variation": fit.variances.get("reader x variation"),
+        "method": "logistic mixed model, Laplace: realistic ~ alternative + (1 | reader) + (1 | exam)"
+        + (" + (1 | reader:variation)" if "reader x variation" in terms else "")
+        + "; Wald z test",
+    }
+    largest = max(fit.variances.values())
+    if largest > MAX_LOGIT_VARIANCE:
+        notes.insert(
+            0,
+            f"not shown: a random-effect variance of {largest:.0f} on the logit scale (near-complete separation: "
+            "the likelihood is flat, so the estimate and its interval are not determined)",
+        )
+        return row | {"note": "; ".join(notes)}
+    estimate, se, low, high, p = fit.wald("alternative")
+    row |= {"log_odds_ratio": estimate, "se": se, "odds_ratio": float(np.exp(estimate))}
+    if n_exams < MIN_EXAMS:
+        notes.insert(0, f"too few exams for a useful interval (n = {n_exams}; fewer than {MIN_EXAMS})")
+    else:
+        row |= {"ci_low": low, "ci_high": high, "p_value": p}
+        row |= {"odds_ratio_low": float(np.exp(low)), "odds_ratio_high": float(np.exp(high))}
+    row["note"] = "; ".join(notes)
     return row
 
 

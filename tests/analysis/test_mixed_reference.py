@@ -1,4 +1,5 @@
-"""analysis.mixed against R's lme4 and lmerTest on stored data (reference/make_mixed_reference.R regenerates them)."""
+"""analysis.mixed against R's lme4 (lmer, glmer) and lmerTest on stored data (reference/make_mixed_reference.R
+regenerates them)."""
 
 import dataclasses
 import json
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.frames import RELEASE_FILES, ReleaseFrames
-from analysis.mixed import MixedFit, fit_lmm
+from analysis.mixed import MixedFit, fit_glmm, fit_lmm
 from analysis.results import TASK1_LABELS, analyze
 
 REFERENCE = Path(__file__).parent / "reference" / "mixed"
@@ -92,6 +93,56 @@ def test_the_ordinal_model_comes_to_the_same_conclusion(name):
     assert (p < 0.05) == (clmm["p"] < 0.05)
 
 
+def _logistic_cases():
+    for name in ("small", "published"):
+        reference = json.loads((REFERENCE / f"{name}.json").read_text())
+        for fit in reference["logistic"]:
+            yield pytest.param(name, fit, id=f"{name}-{fit}")
+
+
+def _fit_logistic(data: pd.DataFrame, fit: str):
+    if fit.startswith("variation:"):
+        data = data[data["variation"] == fit.split(":", 1)[1]]
+    terms = FORMULAS.get(fit, ("reader", "exam"))
+    codes = {
+        "reader": data["reader"].to_numpy(),
+        "exam": data["exam"].to_numpy(),
+        "reader:variation": (data["reader"] + ":" + data["variation"]).to_numpy(),
+    }
+    X = np.column_stack([np.ones(len(data)), data["alternative"].to_numpy()])
+    realistic = (data["score"] == 0).astype(int).to_numpy()
+    return fit_glmm(realistic, X, ["(Intercept)", "alternative"], {t: codes[t] for t in terms})
+
+
+@pytest.mark.parametrize(("name", "fit"), list(_logistic_cases()))
+def test_the_logistic_fit_equals_glmers(name, fit):
+    # Laplace's deviance is minimized by both; the standard errors come from lme4's own
+    # finite-difference Hessian (deriv12, step 1e-4), so they agree to its precision, not to 1e-9.
+    data = pd.read_csv(REFERENCE / f"{name}.csv", dtype={"reader": str, "exam": str, "variation": str})
+    expected = json.loads((REFERENCE / f"{name}.json").read_text())["logistic"][fit]
+
+    ours = _fit_logistic(data, fit)
+
+    if max(expected["variances"].values()) > 100:
+        # Near-complete separation: the likelihood is flat and each optimizer stops somewhere on it;
+        # ours must be at least as far down. The results table does not show such a fit.
+        assert ours.deviance <= expected["deviance"] + 1e-6
+        assert max(ours.variances.values()) > 100
+        return
+    assert ours.deviance == pytest.approx(expected["deviance"], abs=1e-5)
+    assert ours.beta == pytest.approx(expected["beta"], rel=1e-5, abs=1e-5)
+    assert ours.se == pytest.approx(expected["se"], rel=1e-4)
+    for term, variance in expected["variances"].items():
+        assert ours.variances[term] == pytest.approx(variance, rel=1e-4, abs=1e-5), term
+    assert ours.wald("alternative")[4] == pytest.approx(expected["p"], rel=1e-3, abs=1e-6)
+
+
+def test_a_logistic_model_of_reads_all_alike_says_why():
+    X = np.column_stack([np.ones(8), [0, 0, 0, 0, 1, 1, 1, 1]])
+    terms = {"reader": np.arange(8) % 4, "exam": np.arange(8) % 2}
+    assert "complete separation" in fit_glmm(np.array([1, 1, 1, 1, 0, 0, 0, 0]), X, ["a", "b"], terms).reason
+
+
 def test_what_cannot_be_fitted_says_why():
     X = np.column_stack([np.ones(6), [0, 0, 0, 1, 1, 1]])
     assert (
@@ -166,11 +217,51 @@ def test_the_results_table_gives_lme4s_numbers_on_a_live_studys_reads():
     assert (overall["n_reads"], overall["n_readers"], overall["n_exams"]) == (480, 13, data["exam"].nunique())
 
 
+def test_the_realistic_table_gives_glmers_odds_ratios_on_a_live_studys_reads():
+    data = pd.read_csv(REFERENCE / "published.csv", dtype={"reader": str, "exam": str, "variation": str})
+    expected = json.loads((REFERENCE / "published.json").read_text())["logistic"]
+
+    table = analyze(_live_frames(data), dimensions={}).tables["task1_realistic_mixed_model"]
+
+    rows = {(r["level"], r["group"]): r for r in table.to_dict(orient="records")}
+    shown = 0
+    for name, fit in expected.items():
+        if name == "overall_without_interaction":
+            continue
+        row = rows[("overall", "all")] if name == "overall" else rows[("variation", name.split(":", 1)[1])]
+        if max(fit["variances"].values()) > 100:
+            assert row["odds_ratio"] is None and row["note"].startswith("not shown: a random-effect variance")
+            continue
+        shown += 1
+        assert row["log_odds_ratio"] == pytest.approx(fit["beta"][1], rel=1e-5, abs=1e-5)
+        assert row["odds_ratio"] == pytest.approx(np.exp(fit["beta"][1]), rel=1e-5)
+        assert row["se"] == pytest.approx(fit["se"][1], rel=1e-4)
+        assert row["p_value"] == pytest.approx(fit["p"], rel=1e-3, abs=1e-6)
+        assert row["var_exam"] == pytest.approx(fit["variances"]["exam"], rel=1e-4, abs=1e-5)
+    assert shown >= 10
+
+
+def test_a_group_too_large_for_a_laplace_fit_says_so(monkeypatch):
+    from analysis import results
+
+    monkeypatch.setattr(results, "MAX_LOGISTIC_READS", 50)
+    data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
+
+    table = analyze(_live_frames(data), dimensions={}).tables["task1_realistic_mixed_model"]
+
+    overall = table[table["level"] == "overall"].iloc[0]
+    assert overall["odds_ratio"] is None
+    assert overall["note"].startswith(f"not fitted: {len(data)} reads, more than the 50")
+    assert table[table["level"] == "variation"]["log_odds_ratio"].notna().all()
+
+
 def test_from_a_release_the_table_says_the_reader_component_cannot_be_estimated_and_why():
     data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
     frames = dataclasses.replace(_live_frames(data), reads=None)
 
-    table = analyze(frames).tables["task1_mixed_model"]
+    results = analyze(frames)
 
-    assert len(table) == 1 and table.iloc[0]["estimate"] is None
-    assert table.iloc[0]["note"].startswith("not computable from a release: annotator identities are removed by design")
+    for name, value in (("task1_mixed_model", "estimate"), ("task1_realistic_mixed_model", "odds_ratio")):
+        table = results.tables[name]
+        assert len(table) == 1 and table.iloc[0][value] is None
+        assert table.iloc[0]["note"].startswith("not computable from a release: annotator identities are removed")

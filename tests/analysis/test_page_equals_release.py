@@ -48,6 +48,7 @@ def live_only_removed(document: dict, released: dict) -> dict:
     if "task1_mixed_model" in tables:
         assert any(row["var_reader"] is not None for row in tables["task1_mixed_model"])
         tables["task1_mixed_model"] = released["tables"]["task1_mixed_model"]
+        tables["task1_realistic_mixed_model"] = released["tables"]["task1_realistic_mixed_model"]
     return {**document, "source": "release", "tables": tables}
 
 
