@@ -189,11 +189,18 @@ def _live_frames(data: pd.DataFrame) -> ReleaseFrames:
     return ReleaseFrames(**{name: frame.astype(str) for name, frame in tables.items()}, reads=reads)
 
 
-def test_the_results_table_gives_lme4s_numbers_on_a_live_studys_reads():
+@pytest.fixture(scope="module")
+def published_live():
+    """The published-shape reads analysed as a live study, once for the tests that read its tables."""
     data = pd.read_csv(REFERENCE / "published.csv", dtype={"reader": str, "exam": str, "variation": str})
+    return data, analyze(_live_frames(data), dimensions={})
+
+
+def test_the_results_table_gives_lme4s_numbers_on_a_live_studys_reads(published_live):
+    data, results = published_live
     expected = json.loads((REFERENCE / "published.json").read_text())["fits"]
 
-    table = analyze(_live_frames(data), dimensions={}).tables["task1_mixed_model"]
+    table = results.tables["task1_mixed_model"]
 
     rows = {(r["level"], r["group"]): r for r in table.to_dict(orient="records")}
     for (level, group), fit in [(("overall", "all"), expected["overall"])] + [
@@ -217,11 +224,11 @@ def test_the_results_table_gives_lme4s_numbers_on_a_live_studys_reads():
     assert (overall["n_reads"], overall["n_readers"], overall["n_exams"]) == (480, 13, data["exam"].nunique())
 
 
-def test_the_realistic_table_gives_glmers_odds_ratios_on_a_live_studys_reads():
-    data = pd.read_csv(REFERENCE / "published.csv", dtype={"reader": str, "exam": str, "variation": str})
+def test_the_realistic_table_gives_glmers_odds_ratios_on_a_live_studys_reads(published_live):
+    _, results = published_live
     expected = json.loads((REFERENCE / "published.json").read_text())["logistic"]
 
-    table = analyze(_live_frames(data), dimensions={}).tables["task1_realistic_mixed_model"]
+    table = results.tables["task1_realistic_mixed_model"]
 
     rows = {(r["level"], r["group"]): r for r in table.to_dict(orient="records")}
     shown = 0
