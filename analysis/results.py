@@ -528,7 +528,11 @@ def _mixed_row(level: str, group: str, part: pd.DataFrame) -> dict:
         return row | {"method": "", "note": "; ".join(notes)}
     estimate, se, df, low, high, p = fit.t_test("alternative")
     row |= {"estimate": estimate, "se": se, "df": df, "ci_low": low, "ci_high": high, "p_value": p}
-    if n_exams < MIN_EXAMS:
+    if not np.isfinite(df) or df <= 0:
+        row |= {"df": None, "ci_low": None, "ci_high": None, "p_value": None}
+        notes.insert(0, "Satterthwaite's degrees of freedom not computable (the variance parameters' Hessian is "
+                        "singular at this fit): no t interval or p-value")  # fmt: skip
+    elif n_exams < MIN_EXAMS:
         row |= {"ci_low": None, "ci_high": None, "p_value": None}
         notes.insert(0, f"too few exams for a useful interval (n = {n_exams}; fewer than {MIN_EXAMS})")
     row |= {

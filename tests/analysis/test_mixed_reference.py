@@ -248,6 +248,20 @@ def test_the_realistic_table_gives_glmers_odds_ratios_on_a_live_studys_reads(pub
     assert shown >= 10
 
 
+def test_degrees_of_freedom_that_cannot_be_computed_leave_no_interval_and_say_why(monkeypatch):
+    from analysis import mixed
+
+    monkeypatch.setattr(mixed, "_satterthwaite", lambda *args: np.array([np.inf, np.nan]))
+    data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
+
+    table = analyze(_live_frames(data), dimensions={}).tables["task1_mixed_model"]
+
+    overall = table[table["level"] == "overall"].iloc[0]
+    assert overall["estimate"] is not None
+    assert overall["df"] is None and overall["ci_low"] is None and overall["p_value"] is None
+    assert overall["note"].startswith("Satterthwaite's degrees of freedom not computable")
+
+
 def test_a_group_too_large_for_a_laplace_fit_says_so(monkeypatch):
     from analysis import results
 
