@@ -454,7 +454,7 @@ def fit_glmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) -
         covariance = 2 * np.linalg.inv(H)[k:, k:]
     except np.linalg.LinAlgError:
         return NotComputable("the Hessian of the Laplace deviance is singular: no standard errors")
-    if np.any(np.diag(covariance) <= 0):
+    if not np.all(np.isfinite(covariance)) or np.any(np.diag(covariance) <= 0):
         return NotComputable("the Hessian of the Laplace deviance is not positive definite: no standard errors")
     theta = par[:k]
     return LogisticFit(
