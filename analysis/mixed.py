@@ -233,19 +233,27 @@ def _satterthwaite(profile: _Profile, varpar: np.ndarray, covariance: np.ndarray
     return df
 
 
+def _unfittable(X: np.ndarray, levels: dict[str, int]) -> NotComputable | None:
+    """Why no mixed model of these reads can be fitted, or None."""
+    n, p = X.shape
+    if n <= p + len(levels):
+        return NotComputable(f"{n} reads: too few for {p} fixed effects and {len(levels)} random terms")
+    if np.linalg.matrix_rank(X) < p:
+        return NotComputable("the fixed effects cannot be told apart (every read is of one kind)")
+    if min(levels.values()) < 2:
+        single = next(name for name, count in levels.items() if count < 2)
+        return NotComputable(f"one {single} only: its variance cannot be estimated")
+    return None
+
+
 def fit_lmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) -> MixedFit | NotComputable:
     """REML fit of y on X with a random intercept for each term's levels (see the module doc)."""
     y = np.asarray(y, dtype=float)
     X = np.asarray(X, dtype=float)
     n, p = X.shape
-    if n <= p + len(terms):
-        return NotComputable(f"{n} reads: too few for {p} fixed effects and {len(terms)} random terms")
-    if np.linalg.matrix_rank(X) < p:
-        return NotComputable("the fixed effects cannot be told apart (every read is of one kind)")
     levels = {name: len(np.unique(codes)) for name, codes in terms.items()}
-    if min(levels.values()) < 2:
-        single = next(name for name, count in levels.items() if count < 2)
-        return NotComputable(f"one {single} only: its variance cannot be estimated")
+    if (why := _unfittable(X, levels)) is not None:
+        return why
     profile = _Profile(y, X, terms)
     best = None
     # A smooth function of a few parameters: L-BFGS-B from lme4's start (theta = 1) and from near
@@ -420,14 +428,9 @@ def fit_glmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) -
     y = np.asarray(y, dtype=float)
     X = np.asarray(X, dtype=float)
     n, p = X.shape
-    if n <= p + len(terms):
-        return NotComputable(f"{n} reads: too few for {p} fixed effects and {len(terms)} random terms")
-    if np.linalg.matrix_rank(X) < p:
-        return NotComputable("the fixed effects cannot be told apart (every read is of one kind)")
     levels = {name: len(np.unique(codes)) for name, codes in terms.items()}
-    if min(levels.values()) < 2:
-        single = next(name for name, count in levels.items() if count < 2)
-        return NotComputable(f"one {single} only: its variance cannot be estimated")
+    if (why := _unfittable(X, levels)) is not None:
+        return why
     for column in range(p):
         for value in np.unique(X[:, column]):
             cell = y[X[:, column] == value]

@@ -496,31 +496,38 @@ def _mixed_model(reads: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame(
             [{"level": "overall", "group": "all", "note": NO_READERS_IN_A_RELEASE}], columns=MIXED_COLUMNS
         )
-    reads = reads.assign(
-        exam=reads["dataset"] + "\x1f" + reads["study_id"],
-        reader_variation=reads["reader"] + "\x1f" + reads["reref_variation"],
-        alternative=(reads["report_type"] == "alternative").astype(float),
-    )
-    rows = []
-    for level, group, part in _groups(reads):
-        if level == "dataset":
-            continue
-        rows.append(_mixed_row(level, group, part))
+    reads = _model_reads(reads)
+    rows = [_mixed_row(level, group, part) for level, group, part in _groups(reads) if level != "dataset"]
     return pd.DataFrame(rows, columns=MIXED_COLUMNS)
 
 
-def _mixed_row(level: str, group: str, part: pd.DataFrame) -> dict:
-    n_exams = part["exam"].nunique()
+def _model_reads(reads: pd.DataFrame) -> pd.DataFrame:
+    """The initial reads with what the mixed models take: exam, reader x variation and the outcomes' codes."""
+    return reads.assign(
+        exam=reads["dataset"] + "\x1f" + reads["study_id"],
+        reader_variation=reads["reader"] + "\x1f" + reads["reref_variation"],
+        alternative=(reads["report_type"] == "alternative").astype(float),
+        realistic=(reads["score"] == 0).astype(float),
+    )
+
+
+def _model_terms(level: str, group: str, part: pd.DataFrame) -> tuple[dict, dict[str, np.ndarray], list[str]]:
+    """A mixed-model row's counts, its random terms (reader x variation where estimable) and its first notes."""
     row = {"level": level, "group": group, "n_reads": len(part), "n_readers": part["reader"].nunique()}
-    row["n_exams"] = n_exams
+    row["n_exams"] = part["exam"].nunique()
     terms = {"reader": part["reader"].to_numpy(), "exam": part["exam"].to_numpy()}
     notes = []
-    interaction = part["reader_variation"].nunique()
     if level != "variation":
-        if row["n_readers"] < interaction < len(part):
+        if row["n_readers"] < part["reader_variation"].nunique() < len(part):
             terms["reader x variation"] = part["reader_variation"].to_numpy()
         else:
             notes.append("reader x variation not estimable: no reader read two variations")
+    return row, terms, notes
+
+
+def _mixed_row(level: str, group: str, part: pd.DataFrame) -> dict:
+    row, terms, notes = _model_terms(level, group, part)
+    n_exams = row["n_exams"]
     X = np.column_stack([np.ones(len(part)), part["alternative"].to_numpy()])
     fit = mixed.fit_lmm(part["score"].to_numpy(), X, ["(Intercept)", "alternative"], terms) if len(part) else None
     if fit is None or isinstance(fit, stats.NotComputable):
@@ -560,12 +567,7 @@ def _logistic_model(reads: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame(
             [{"level": "overall", "group": "all", "note": NO_READERS_IN_A_RELEASE}], columns=LOGISTIC_COLUMNS
         )
-    reads = reads.assign(
-        exam=reads["dataset"] + "\x1f" + reads["study_id"],
-        reader_variation=reads["reader"] + "\x1f" + reads["reref_variation"],
-        alternative=(reads["report_type"] == "alternative").astype(float),
-        realistic=(reads["score"] == 0).astype(float),
-    )
+    reads = _model_reads(reads)
     return pd.DataFrame(
         [_logistic_row(level, group, part) for level, group, part in _groups(reads) if level != "dataset"],
         columns=LOGISTIC_COLUMNS,
@@ -573,16 +575,8 @@ def _logistic_model(reads: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def _logistic_row(level: str, group: str, part: pd.DataFrame) -> dict:
-    n_exams = part["exam"].nunique()
-    row = {"level": level, "group": group, "n_reads": len(part), "n_readers": part["reader"].nunique()}
-    row["n_exams"] = n_exams
-    terms = {"reader": part["reader"].to_numpy(), "exam": part["exam"].to_numpy()}
-    notes = []
-    if level != "variation":
-        if row["n_readers"] < part["reader_variation"].nunique() < len(part):
-            terms["reader x variation"] = part["reader_variation"].to_numpy()
-        else:
-            notes.append("reader x variation not estimable: no reader read two variations")
+    row, terms, notes = _model_terms(level, group, part)
+    n_exams = row["n_exams"]
     if len(part) > MAX_LOGISTIC_READS:
         notes.insert(
             0,

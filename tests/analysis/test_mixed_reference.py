@@ -28,7 +28,8 @@ def _cases():
             yield pytest.param(name, fit, id=f"{name}-{fit}")
 
 
-def _fit(data: pd.DataFrame, fit: str) -> MixedFit:
+def _design(data: pd.DataFrame, fit: str) -> tuple[pd.DataFrame, np.ndarray, dict[str, np.ndarray]]:
+    """The reads of one stored fit, its fixed-effects matrix and its random terms."""
     if fit.startswith("variation:"):
         data = data[data["variation"] == fit.split(":", 1)[1]]
     terms = FORMULAS.get(fit, ("reader", "exam"))
@@ -38,7 +39,12 @@ def _fit(data: pd.DataFrame, fit: str) -> MixedFit:
         "reader:variation": (data["reader"] + ":" + data["variation"]).to_numpy(),
     }
     X = np.column_stack([np.ones(len(data)), data["alternative"].to_numpy()])
-    return fit_lmm(data["score"].to_numpy(), X, ["(Intercept)", "alternative"], {t: codes[t] for t in terms})
+    return data, X, {t: codes[t] for t in terms}
+
+
+def _fit(data: pd.DataFrame, fit: str) -> MixedFit:
+    data, X, terms = _design(data, fit)
+    return fit_lmm(data["score"].to_numpy(), X, ["(Intercept)", "alternative"], terms)
 
 
 @pytest.mark.parametrize(("name", "fit"), list(_cases()))
@@ -101,17 +107,8 @@ def _logistic_cases():
 
 
 def _fit_logistic(data: pd.DataFrame, fit: str):
-    if fit.startswith("variation:"):
-        data = data[data["variation"] == fit.split(":", 1)[1]]
-    terms = FORMULAS.get(fit, ("reader", "exam"))
-    codes = {
-        "reader": data["reader"].to_numpy(),
-        "exam": data["exam"].to_numpy(),
-        "reader:variation": (data["reader"] + ":" + data["variation"]).to_numpy(),
-    }
-    X = np.column_stack([np.ones(len(data)), data["alternative"].to_numpy()])
-    realistic = (data["score"] == 0).astype(int).to_numpy()
-    return fit_glmm(realistic, X, ["(Intercept)", "alternative"], {t: codes[t] for t in terms})
+    data, X, terms = _design(data, fit)
+    return fit_glmm((data["score"] == 0).astype(int).to_numpy(), X, ["(Intercept)", "alternative"], terms)
 
 
 @pytest.mark.parametrize(("name", "fit"), list(_logistic_cases()))
