@@ -16,6 +16,7 @@ from django.conf import settings
 
 from analysis.live import study_frames, study_imported_scores, study_pair_texts
 from analysis.metrics import MetricCache
+from analysis.names import variation_labels
 from analysis.reader_quality import reader_quality
 from analysis.report import write_results
 from analysis.results import Margins, analyze
@@ -49,7 +50,7 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
         dataset=scope.dataset or None,
         task=scope.task or None,
         progress=lambda done, total: progress(50 + 20 * done // max(total, 1)),
-        dimensions=dict(study.variations.values_list("key", "dimension")),
+        taxonomy=list(study.variations.order_by("position", "key").values_list("key", "label", "dimension")),
         margins=study_margins(study),
     )
     reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
@@ -68,7 +69,7 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
     try:
         write_results(results, work / "analysis")
         if metric_sensitivity is not None:
-            write_sensitivity(metric_sensitivity, work / "analysis")
+            write_sensitivity(metric_sensitivity, work / "analysis", variation_labels(results.document))
         (work / "reader_quality.json").write_text(
             json.dumps([dataclasses.asdict(r) for r in readers], ensure_ascii=False), encoding="utf-8"
         )

@@ -1,9 +1,7 @@
 """The Results page's "Automated judges" section: the judge tables of results.json, as rows of text."""
 
-from analysis.names import JUDGE_FIGURES
+from analysis.names import JUDGE_FIGURES, LEVELS, group_label, variation_labels
 from analysis.presentation import TASK_NAMES, number
-
-LEVELS = {"overall": "Overall", "variation": "Variation"}
 
 
 def _share(value) -> str:
@@ -23,11 +21,12 @@ def judges_section(document: dict, figures: dict) -> dict | None:
     tables = document["tables"]
     if "judge_agreement" not in tables:
         return None
+    variations = variation_labels(document)
     agreement = [
         [
             f"judge {row['judge']}",
             TASK_NAMES[row["task"]],
-            f"{LEVELS.get(row['level'], row['level'])}: {row['group']}",
+            f"{LEVELS.get(row['level'], row['level'])}: {group_label(row['level'], row['group'], variations)}",
             str(row["n_examples"]),
             _interval(row, "exact_agreement", "ci_low", "ci_high"),
             number(row["weighted_kappa"]),

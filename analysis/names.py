@@ -39,6 +39,38 @@ JUDGE_TITLES = {
     "judges_vs_readers": "Automated judges: agreement with a single radiologist vs between two radiologists",
 }
 FIGURES = ("task1_ratings", "task2_ratings", "task1_forest", "task1_realistic_forest", "agreement")
+# Each figure's one-sentence caption, written beside it (the page, results.md): the figure itself
+# carries no title, as a journal sets its own.
+CAPTIONS = {
+    "task1_ratings": (
+        "Share of each consensus rating per variation, grouped by the taxonomy's dimensions: the original report "
+        "and its rewrite were rated one at a time, blinded to which was which (n: examples with a consensus)."
+    ),
+    "task2_ratings": (
+        "Share of each consensus rating of clinical equivalence per variation, grouped by the taxonomy's "
+        "dimensions (n: pairs with a consensus)."
+    ),
+    "task1_forest": (
+        "Mean difference in consensus score (0 Realistic, 1 Minor Issues, 2 Major Issues), rewrite minus "
+        "original, with the exact 95% interval of the sign-flip test over exams; right of 0 the rewrite was "
+        "rated less realistic, and p-values are Holm-adjusted across variations."
+    ),
+    "task1_realistic_forest": (
+        "Difference in the share rated Realistic, rewrite minus original, with 95% intervals (Newcombe's "
+        "method 10 per variation, the exact sign-flip test over exams overall); left of 0 the rewrite was "
+        "rated Realistic less often, and where a non-inferiority margin is set a rewrite is non-inferior when "
+        "its interval lies right of it."
+    ),
+    "agreement": (
+        "Agreement between radiologists per variation, one measure per panel, with 95% intervals (none below "
+        "10 examples); an interval past the axis ends in an arrow with its value."
+    ),
+    "judges_confusion": "Each automated judge's rating against the radiologists' consensus, counts of examples.",
+    "judges_vs_readers": (
+        "Share of agreeing pairs of ratings, a judge against a single radiologist and one radiologist against "
+        "another, with 95% bootstrap intervals."
+    ),
+}
 TITLES = {
     "task1_ratings": "Task 1, realism: consensus ratings per variation",
     "task2_ratings": "Task 2, equivalence: consensus ratings per variation",
@@ -47,6 +79,27 @@ TITLES = {
     "agreement": "Agreement per variation",
     **JUDGE_TITLES,
 }
+
+# How the tables' rows are grouped: `level` says which of these a row's `group` is.
+LEVELS = {"overall": "Overall", "dataset": "Dataset", "dimension": "Dimension", "variation": "Variation"}
+OTHER_DIMENSION = "Other"
+
+
+def variation_labels(document: dict) -> dict[str, dict]:
+    """The results' variations by key: {"label", "dimension"} from the taxonomy (results.json's `variations`)."""
+    return {entry["key"]: entry for entry in document.get("variations", ())}
+
+
+def group_label(level: str, group: str, variations: dict[str, dict]) -> str:
+    """What a table row's group is called in a page, a figure or a text: a variation by its taxonomy
+    label ("Negation: implicit"), the overall row as "All"; a dataset and a dimension by their names.
+    Keys stay in the CSV files, where they join."""
+    if level == "overall":
+        return "All"
+    if level == "variation":
+        return variations.get(group, {}).get("label") or group
+    return group or OTHER_DIMENSION
+
 
 # Metric sensitivity: which text is the reference.
 FORWARD, REVERSE, IMPORTED = "forward", "reverse", "imported"

@@ -5,9 +5,8 @@ Nothing is computed here: every number is the document's, only formatted (an est
 not defined). The downloadable CSVs keep the tidy tables as they are.
 """
 
-from analysis.names import TABLE_TITLES
+from analysis.names import LEVELS, TABLE_TITLES, group_label, variation_labels
 
-LEVELS = {"overall": "Overall", "dataset": "Dataset", "dimension": "Dimension", "variation": "Variation"}
 MEASURES = {
     "two_reads_agreed": "First two reads agreed (share with two annotations)",
     "krippendorff_alpha_nominal_first_two_reads": "Krippendorff's alpha, nominal, first two reads",
@@ -94,15 +93,15 @@ def pairs(row: dict) -> str:
     return f"{row['n_pairs']} ({row['n_exams']})"
 
 
-def _group(row: dict) -> list[str]:
-    return [LEVELS.get(row["level"], row["level"]), row["group"]]
+def _group(row: dict, variations: dict[str, dict]) -> list[str]:
+    return [LEVELS.get(row["level"], row["level"]), group_label(row["level"], row["group"], variations)]
 
 
 def _table(caption: str, columns: list[str], rows: list[list[str]], *, name: str = "") -> dict:
     return {"caption": caption, "columns": columns, "rows": rows, "name": name}
 
 
-def _ratings(rows: list[dict], labels: list[str], name: str, *, by_report_type: bool) -> dict:
+def _ratings(rows: list[dict], labels: list[str], name: str, variations: dict, *, by_report_type: bool) -> dict:
     """The tidy counts (one row per rating) pivoted: one row per group, a column per rating."""
     pivot: dict[tuple, dict] = {}
     for row in rows:
@@ -113,21 +112,22 @@ def _ratings(rows: list[dict], labels: list[str], name: str, *, by_report_type: 
     columns = ["Level", "Group", *(["Report"] if by_report_type else []), *labels, "Examples"]
     body = []
     for (_, _, report_type), entry in pivot.items():
-        cells = _group(entry["row"]) + ([report_type] if by_report_type else [])
+        cells = _group(entry["row"], variations) + ([report_type] if by_report_type else [])
         body.append([*cells, *(entry["cells"].get(label, "0") for label in labels), str(entry["row"]["total"])])
     return _table(TABLE_TITLES[name], columns, body, name=name)
 
 
 def _task1(document: dict, figures: dict) -> dict:
     tables = document["tables"]
+    variations = variation_labels(document)
     labels = document["scale"]["task1"]
     realistic = [
-        [*_group(r), r["report_type"], f"{r['k']} / {r['n']}", estimate(r, "proportion"), r["note"]]
+        [*_group(r, variations), r["report_type"], f"{r['k']} / {r['n']}", estimate(r, "proportion"), r["note"]]
         for r in tables["task1_realistic"]
     ]
     degradation = [
         [
-            *_group(r),
+            *_group(r, variations),
             pairs(r),
             str(r["worse"]),
             str(r["same"]),
@@ -143,7 +143,7 @@ def _task1(document: dict, figures: dict) -> dict:
     ]
     difference = [
         [
-            *_group(r),
+            *_group(r, variations),
             pairs(r),
             str(r["both_realistic"]),
             str(r["original_only"]),
@@ -161,7 +161,7 @@ def _task1(document: dict, figures: dict) -> dict:
     ]
     mixed_model = [
         [
-            *_group(r),
+            *_group(r, variations),
             "" if r["n_reads"] is None else f"{r['n_reads']} ({r['n_readers']}, {r['n_exams']})",
             estimate(r, "estimate"),
             number(r["se"]),
@@ -175,7 +175,7 @@ def _task1(document: dict, figures: dict) -> dict:
     ]
     logistic = [
         [
-            *_group(r),
+            *_group(r, variations),
             "" if r["n_reads"] is None else f"{r['n_reads']} ({r['n_readers']}, {r['n_exams']})",
             "n/a" if r["odds_ratio"] is None else (
                 f"{r['odds_ratio']:.3f} (no interval)" if r["odds_ratio_low"] is None
@@ -194,7 +194,7 @@ def _task1(document: dict, figures: dict) -> dict:
         "title": "Task 1: realism",
         "figures": [figures["task1_ratings"], figures["task1_forest"], figures["task1_realistic_forest"]],
         "tables": [
-            _ratings(tables["task1_ratings"], labels, "task1_ratings", by_report_type=True),
+            _ratings(tables["task1_ratings"], labels, "task1_ratings", variations, by_report_type=True),
             _table(
                 TABLE_TITLES["task1_realistic"],
                 ["Level", "Group", "Report", "Realistic", "Proportion [95% CI]", "Note"],
@@ -227,9 +227,10 @@ def _task1(document: dict, figures: dict) -> dict:
 
 def _task2(document: dict, figures: dict) -> dict:
     tables = document["tables"]
+    variations = variation_labels(document)
     proportions = [
         [
-            *_group(r),
+            *_group(r, variations),
             MEASURES[r["measure"]],
             f"{r['k']} / {r['n']}",
             estimate(r, "proportion"),
@@ -240,7 +241,7 @@ def _task2(document: dict, figures: dict) -> dict:
     ]
     order = [
         [
-            *_group(r),
+            *_group(r, variations),
             str(r["reads"]),
             f"{r['a_original_equivalent']} / {r['a_original']}",
             f"{r['a_alternative_equivalent']} / {r['a_alternative']}",
@@ -255,7 +256,9 @@ def _task2(document: dict, figures: dict) -> dict:
         "title": "Task 2: clinical equivalence",
         "figures": [figures["task2_ratings"]],
         "tables": [
-            _ratings(tables["task2_ratings"], document["scale"]["task2"], "task2_ratings", by_report_type=False),
+            _ratings(
+                tables["task2_ratings"], document["scale"]["task2"], "task2_ratings", variations, by_report_type=False
+            ),
             _table(
                 TABLE_TITLES["task2_proportions"] + _margin(document, "task2_major"),
                 ["Level", "Group", "Measure", "Examples", "Proportion [95% CI]", "Equivalence", "Note"],
@@ -269,11 +272,12 @@ def _task2(document: dict, figures: dict) -> dict:
 
 def _agreement(document: dict, figures: dict) -> dict:
     tables = document["tables"]
+    variations = variation_labels(document)
     agreement = [
         [
             TASK_NAMES[r["task"]],
             SOURCES.get(r["source"], r["source"]),
-            *_group(r),
+            *_group(r, variations),
             MEASURES.get(r["measure"], r["measure"]),
             str(r["n_examples"]),
             agreement_value(r),
@@ -284,7 +288,7 @@ def _agreement(document: dict, figures: dict) -> dict:
     disagreement = [
         [
             TASK_NAMES[r["task"]],
-            *_group(r),
+            *_group(r, variations),
             str(r["n_examples"]),
             *(
                 f"{r[name]} ({number(r[f'{name}_percent'], 1)}%)" if r[f"{name}_percent"] is not None else str(r[name])
@@ -297,7 +301,7 @@ def _agreement(document: dict, figures: dict) -> dict:
     adjudication = [
         [
             TASK_NAMES[r["task"]],
-            *_group(r),
+            *_group(r, variations),
             str(r["n_adjudicated"]),
             str(r["rated_realistic_or_equivalent"]),
             str(r["rated_minor"]),

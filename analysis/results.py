@@ -12,7 +12,7 @@ datasets); table rows carry `level` and `group`.
 A number the data do not define is empty (None) with the reason in the row's `note`, never NaN.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +24,7 @@ from analysis.frames import ReleaseFrames
 from analysis.judges import METHODS as JUDGE_METHODS
 from analysis.judges import JudgeInputError, judge_tables
 from analysis.names import SCHEMA
-from annotation.taxonomy import DEFAULT_DIMENSIONS
+from annotation.taxonomy import DEFAULT_TAXONOMY
 
 TASK1_LABELS = ("Realistic", "Minor Issues", "Major Issues")
 TASK2_LABELS = ("Equivalent", "Minor Discrepancy", "Major Discrepancy")
@@ -156,16 +156,19 @@ def analyze(
     dataset: str | None = None,
     task: str | None = None,
     progress: Callable[[int, int], None] | None = None,
-    dimensions: dict[str, str] | None = None,
+    taxonomy: Sequence[tuple[str, str, str]] | None = None,
     margins: Margins | None = None,
 ) -> Results:
     """Every table and the JSON document for these frames, optionally for one dataset and/or one task.
 
     `progress(done, total)`, if given, is called as the steps finish (for a worker's progress bar).
-    `dimensions` maps each variation key to its taxonomy dimension (default: MIMIC-CXR-Ext-ReRef's);
-    `margins` are the study's non-inferiority and equivalence margins (default: none).
+    `taxonomy` is the study's (key, label, dimension) of each variation, in its order (default:
+    MIMIC-CXR-Ext-ReRef's): rows are grouped by its dimensions and ordered as it orders them, and the
+    document names each variation by its label. `margins` are the study's non-inferiority and
+    equivalence margins (default: none).
     """
-    dimensions = DEFAULT_DIMENSIONS if dimensions is None else dimensions
+    taxonomy = tuple(DEFAULT_TAXONOMY if taxonomy is None else taxonomy)
+    dimensions = {key: dimension for key, _, dimension in taxonomy}
     margins = margins or Margins()
     if task is not None and task not in TASK_ALIASES:
         raise AnalysisInputError(f"task: unknown task {task!r}; use task1 (realism) or task2 (equivalence).")
@@ -226,13 +229,15 @@ def analyze(
         tables |= _judges(frames, tasks, seed)
         methods = METHODS | JUDGE_METHODS
 
-    tables = {name: _clean(table) for name, table in tables.items()}
+    variations = _variations(frames, taxonomy)
+    tables = {name: _clean(in_taxonomy_order(table, variations)) for name, table in tables.items()}
     document = {
         "schema": SCHEMA,
         "source": "live" if live else "release",
         "filters": {"dataset": dataset, "task": tasks[0] if task else None},
         "scale": {name: list(LABELS[name]) for name in tasks},
         "datasets": datasets,
+        "variations": variations,
         "counts": counts,
         "methods": methods,
         "seed": seed,
@@ -272,6 +277,44 @@ def _judges(frames: ReleaseFrames, tasks: list[str], seed: int) -> dict[str, pd.
         return judge_tables(judges, consensus, full, seed=seed)
     except JudgeInputError as error:
         raise AnalysisInputError(str(error)) from None
+
+
+def _variations(frames: ReleaseFrames, taxonomy: tuple[tuple[str, str, str], ...]) -> list[dict]:
+    """The variations of these frames, in the taxonomy's order, each with its label and dimension; a
+    variation the taxonomy does not name comes after them, under its key, in no dimension."""
+    present = set(frames.task1_consensus["reref_variation"]) | set(frames.task2_consensus["reref_variation"])
+    known = [
+        {"key": key, "label": label, "dimension": dimension} for key, label, dimension in taxonomy if key in present
+    ]
+    named = {key for key, _, _ in taxonomy}
+    unknown = [{"key": key, "label": key, "dimension": ""} for key in sorted(present - named)]
+    return known + unknown
+
+
+LEVEL_ORDER = ("overall", "dataset", "dimension", "variation")
+
+
+def in_taxonomy_order(table: pd.DataFrame, variations: list[dict]) -> pd.DataFrame:
+    """A table's rows in one order everywhere: within what comes before `level` (task, judge, ...), in
+    the order it first appears, overall, the datasets, the dimensions and the variations, these two in
+    the taxonomy's order (what is not in the taxonomy last, by key); ties keep their order."""
+    if table.empty or not {"level", "group"} <= set(table.columns):
+        return table
+    leading = list(table.columns[: table.columns.get_loc("level")])
+    dimensions = list(dict.fromkeys(entry["dimension"] for entry in variations if entry["dimension"]))
+    variation_rank = {entry["key"]: rank for rank, entry in enumerate(variations)}
+    dimension_rank = {dimension: rank for rank, dimension in enumerate(dimensions)}
+    level = table["level"].map({name: rank for rank, name in enumerate(LEVEL_ORDER)}).fillna(len(LEVEL_ORDER))
+    group = np.select(
+        [table["level"] == "dimension", table["level"] == "variation"],
+        [
+            table["group"].map(dimension_rank).fillna(len(dimension_rank)).to_numpy(),
+            table["group"].map(variation_rank).fillna(len(variation_rank)).to_numpy(),
+        ],
+        0,
+    )
+    keys = [group, level.to_numpy(), *(pd.factorize(table[column])[0] for column in reversed(leading))]
+    return table.iloc[np.lexsort(keys)]
 
 
 def _datasets(frames: ReleaseFrames) -> set[str]:

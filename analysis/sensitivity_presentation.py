@@ -1,7 +1,7 @@
 """The metric sensitivity document (analysis.sensitivity) laid out for the Results page: nothing is computed here."""
 
-from analysis.names import DIRECTIONS, figure_name
-from analysis.presentation import LEVELS, number
+from analysis.names import DIRECTIONS, LEVELS, figure_name, group_label, variation_labels
+from analysis.presentation import number
 
 COLUMNS = [
     "Level", "Group", "Pairs", "Clinically equivalent: n, mean, median [IQR]", "Major: n, mean, median [IQR]",
@@ -31,12 +31,13 @@ def section(document: dict, figure_url) -> dict | None:
     sensitivity = document.get("metric_sensitivity")
     if sensitivity is None:
         return None
+    variations = variation_labels(document)
     metrics = []
     for entry in sensitivity["metrics"]:
         rows = [
             [
                 LEVELS.get(r["level"], r["level"]),
-                r["group"],
+                group_label(r["level"], r["group"], variations),
                 str(r["n_pairs"]),
                 _distribution(r, "equivalent"),
                 _distribution(r, "major"),

@@ -190,7 +190,7 @@ def _live_frames(data: pd.DataFrame) -> ReleaseFrames:
 def published_live():
     """The published-shape reads analysed as a live study, once for the tests that read its tables."""
     data = pd.read_csv(REFERENCE / "published.csv", dtype={"reader": str, "exam": str, "variation": str})
-    return data, analyze(_live_frames(data), dimensions={})
+    return data, analyze(_live_frames(data), taxonomy=())
 
 
 def test_the_results_table_gives_lme4s_numbers_on_a_live_studys_reads(published_live):
@@ -251,7 +251,7 @@ def test_degrees_of_freedom_that_cannot_be_computed_leave_no_interval_and_say_wh
     monkeypatch.setattr(mixed, "_satterthwaite", lambda *args: np.array([np.inf, np.nan]))
     data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
 
-    table = analyze(_live_frames(data), dimensions={}).tables["task1_mixed_model"]
+    table = analyze(_live_frames(data), taxonomy=()).tables["task1_mixed_model"]
 
     overall = table[table["level"] == "overall"].iloc[0]
     assert overall["estimate"] is not None
@@ -265,7 +265,7 @@ def test_a_group_too_large_for_a_laplace_fit_says_so(monkeypatch):
     monkeypatch.setattr(results, "MAX_LOGISTIC_READS", 50)
     data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
 
-    table = analyze(_live_frames(data), dimensions={}).tables["task1_realistic_mixed_model"]
+    table = analyze(_live_frames(data), taxonomy=()).tables["task1_realistic_mixed_model"]
 
     overall = table[table["level"] == "overall"].iloc[0]
     assert overall["odds_ratio"] is None

@@ -161,7 +161,12 @@ def test_the_margin_gives_each_row_a_verdict_from_its_interval(margin, verdicts)
 
 def test_rows_are_given_per_taxonomy_dimension():
     frames = make_frames(task1=_task1_plan(np.random.default_rng(3), pairs_per_variation=8))
-    results = analyze(frames, dimensions={"hedging": "Language", "terminology": "Language", "negation--explicit": "X"})
+    taxonomy = [
+        ("negation--explicit", "Says no", "X"),
+        ("terminology", "Words", "Language"),
+        ("hedging", "Hedges", "Language"),
+    ]
+    results = analyze(frames, taxonomy=taxonomy)
     degradation = results.tables["task1_degradation"]
 
     language = _row(degradation, level="dimension", group="Language")
@@ -169,6 +174,26 @@ def test_rows_are_given_per_taxonomy_dimension():
     assert _row(degradation, level="dimension", group="X")["n_pairs"] == 8
     default = analyze(frames).tables["task1_degradation"]
     assert set(default.loc[default["level"] == "dimension", "group"]) == {"Language"}
+
+    # The taxonomy's order, not the keys' alphabet, in every table; its labels in the document.
+    assert list(degradation.loc[degradation["level"] == "dimension", "group"]) == ["X", "Language"]
+    assert list(degradation.loc[degradation["level"] == "variation", "group"]) == [
+        "negation--explicit", "terminology", "hedging",
+    ]  # fmt: skip
+    ratings = results.tables["task1_ratings"]
+    assert list(dict.fromkeys(ratings.loc[ratings["level"] == "variation", "group"])) == [
+        "negation--explicit", "terminology", "hedging",
+    ]  # fmt: skip
+    assert list(ratings["level"].drop_duplicates()) == ["overall", "dataset", "dimension", "variation"]
+    assert results.document["variations"] == [
+        {"key": key, "label": label, "dimension": dimension} for key, label, dimension in taxonomy
+    ]
+    # A variation the taxonomy does not name keeps its key, after the named ones, in no dimension.
+    partial = analyze(frames, taxonomy=[("terminology", "Words", "Language")])
+    assert [entry["label"] for entry in partial.document["variations"]] == ["Words", "hedging", "negation--explicit"]
+    assert [entry["label"] for entry in analyze(frames).document["variations"]] == [
+        "Terminology", "Hedging", "Negation: explicit",
+    ]  # fmt: skip
 
 
 def test_the_order_effect_is_fishers_exact_test_on_report_a():

@@ -10,6 +10,7 @@ from django.db import connection
 from django.tasks import default_task_backend
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils.html import escape
 
 from analysis.live import reader_key
 from analysis.services import Scope, request_results, results_state
@@ -142,6 +143,10 @@ def test_once_computed_it_shows_every_table_with_the_documents_numbers(
     client, coordinator, django_capture_on_commit_callbacks
 ):
     study = rated_study()
+    # The study's own taxonomy names its variations (a coordinator may have relabelled one).
+    used = study.variations.filter(pairs__isnull=False).distinct().order_by("position")
+    used.filter(pk=used[0].pk).update(label="Structure <em>as</em> a template")
+    labels = {variation.key: variation.label for variation in used}
     client.force_login(coordinator)
 
     response = computed(client, study, django_capture_on_commit_callbacks)
@@ -162,7 +167,13 @@ def test_once_computed_it_shows_every_table_with_the_documents_numbers(
     overall = [r for r in document["tables"]["task1_ratings"] if r["level"] == "overall"]
     assert sum(r["n"] for r in overall if r["rating"] == "Realistic") == 3
     rows = _table_rows(html, "task1_realistic")
-    assert any(row[:3] == ["Overall", "all", "original"] for row in rows), rows
+    assert any(row[:3] == ["Overall", "All", "original"] for row in rows), rows
+    # Variations by their labels (escaped), in the taxonomy's order; their keys only in the CSVs.
+    shown = list(dict.fromkeys(row[1] for row in rows if row[0] == "Variation"))
+    assert shown == [escape(label) for label in labels.values()], shown
+    assert "Structure &lt;em&gt;as&lt;/em&gt; a template" in html
+    for key in labels:
+        assert f">{key}<" not in html, key
     assert "Task 1: 4 examples, 2 pairs, 9 annotations" in re.sub(r"\s+", " ", html)
 
 
