@@ -1,51 +1,55 @@
 """Figures drawn once per content: the bytes of a rendered figure, kept by a hash of what it shows.
 
-A figure is a pure function of its data (tables, or per-pair scores), its name, its format and the
-drawing code (STYLE, to bump when a figure's drawing changes, and matplotlib's version): the same
+A figure is a pure function of its data (tables, or per-pair scores), its name and the drawing
+code (STYLE, to bump when a figure's drawing changes, and matplotlib's version): the same
 inputs give the same bytes (svg.hashsalt and no dates make rendering deterministic). Recomputing a
 study's results after a rating, or the same results for another filter, then draws only the figures
-whose data changed. Kept in this process, at most MAX_BYTES of figures, the least recently used
-dropped first.
+whose data changed. Kept in this process (every format of a figure together), at most MAX_BYTES,
+the least recently used dropped first.
 """
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import matplotlib
 import pandas as pd
 
 # Bump when any figure's drawing code changes: its cached bytes are not reused.
-STYLE = 3
+STYLE = 4
 MAX_BYTES = 64 * 1024 * 1024
 
-_cache: OrderedDict[str, bytes] = OrderedDict()
+_cache: OrderedDict[str, dict[str, bytes]] = OrderedDict()
 _size = 0
 
 
-def content_key(name: str, fmt: str, frames: Iterable[tuple[str, pd.DataFrame]]) -> str:
-    """A hash of a figure's name, format and data (each frame's name, columns, index and values)."""
-    digest = hashlib.sha256(f"{STYLE}|{matplotlib.__version__}|{name}|{fmt}".encode())
+def content_key(name: str, frames: Iterable[tuple[str, pd.DataFrame]]) -> str:
+    """A hash of a figure's name and data (each frame's name, columns, index and values)."""
+    digest = hashlib.sha256(f"{STYLE}|{matplotlib.__version__}|{name}".encode())
     for label, frame in frames:
         digest.update(f"|{label}|{list(frame.columns)}|{frame.dtypes.astype(str).tolist()}|".encode())
         digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
     return digest.hexdigest()
 
 
-def rendered(key: str, render: Callable[[], bytes]) -> bytes:
-    """The figure's bytes for this content key, drawn by render() only the first time."""
-    global _size
+def cached(key: str) -> dict[str, bytes] | None:
+    """The figure's bytes in every format for this content key, if it was drawn in this process."""
     found = _cache.get(key)
     if found is not None:
         _cache.move_to_end(key)
-        return found
-    drawn = render()
-    _cache[key] = drawn
-    _size += len(drawn)
+    return found
+
+
+def keep(key: str, formats: dict[str, bytes]) -> None:
+    """Keep a drawn figure's bytes (every format) under its content key."""
+    global _size
+    if key in _cache:
+        return
+    _cache[key] = formats
+    _size += sum(len(data) for data in formats.values())
     while _size > MAX_BYTES and _cache:
         _, dropped = _cache.popitem(last=False)
-        _size -= len(dropped)
-    return drawn
+        _size -= sum(len(data) for data in dropped.values())
 
 
 def clear() -> None:

@@ -1,75 +1,94 @@
-"""Figures over the result tables: matplotlib's Agg backend, no pyplot state (safe in a web worker).
+"""Figures over the result tables, sized and typeset for a journal (analysis.figure_layout).
 
-`render_figure(results, name, fmt)` returns one figure as SVG or PNG bytes (what the Results page
-serves as an image); `render_figures(results, outdir)` writes every figure in `FIGURES`. A figure
+`render_figure(results, name, fmt)` returns one figure as SVG, PNG (300 dpi) or PDF bytes;
+`render_figures(results, outdir)` writes every figure in `FIGURES` in the three formats. A figure
 whose data are missing (no Task 2 examples yet, a filter that leaves nothing) says so in the figure
-instead of failing. Palette: Okabe & Ito's colour-blind-safe colours.
+instead of failing. Rows are the variations by their taxonomy labels, grouped under the dimensions,
+then all variations together. Palette: Okabe & Ito's colour-blind-safe colours. No figure carries a
+title: its title and caption are written beside it (analysis.names.TITLES and CAPTIONS).
 """
 
-import io
+from functools import partial
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from analysis import figure_cache
+from analysis.figure_layout import (
+    DOUBLE_COLUMN,
+    FORMATS,
+    ONE_AND_A_HALF_COLUMNS,
+    SCALE_COLOURS,
+    SINGLE_COLUMN,
+    empty_figure,
+    height,
+    interval,
+    lines,
+    new_figure,
+    positions,
+    render_many,
+    right_labels,
+    row_labels,
+    symmetric_limits,
+)
 from analysis.judge_figures import draw_judge_figure
-from analysis.names import FIGURES, JUDGE_FIGURES, TITLES
+from analysis.names import FIGURES, JUDGE_FIGURES, variation_labels
 from analysis.results import LABELS, Results
 
-matplotlib.use("Agg")
-
-FORMATS = ("svg", "png")
-# Okabe & Ito: blue, orange, vermillion for 0 / 1 / 2; black and grey for the rest.
-SCALE_COLOURS = ("#0072B2", "#E69F00", "#D55E00")
-MEASURE_COLOURS = ("#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#D55E00")
-MEASURE_NAMES = {
-    "two_reads_agreed": "first two reads agreed",
-    "krippendorff_alpha_ordinal_all_reads": "Krippendorff's alpha, ordinal (all reads)",
-    "krippendorff_alpha_ordinal_first_two_reads": "Krippendorff's alpha, ordinal (first two reads; a range where "
-    "three-way splits leave them open)",
-    "percent_agreement": "percent agreement (initial reads)",
-    "gwet_ac1": "Gwet's AC1 (initial reads)",
-    "gwet_ac2_ordinal": "Gwet's AC2, ordinal (initial reads)",
-    "krippendorff_alpha_ordinal": "Krippendorff's alpha, ordinal (initial reads)",
-}
-RELEASE_MEASURES = ("two_reads_agreed", "krippendorff_alpha_ordinal_first_two_reads")
-LIVE_MEASURES = ("percent_agreement", "gwet_ac1", "gwet_ac2_ordinal", "krippendorff_alpha_ordinal")
-DPI = 110
+MEASURE_COLOUR = "#0072B2"
+RANGE_COLOUR = "#56B4E9"
+# One panel per measure: (name, axis label, axis limits).
+RELEASE_MEASURES = (
+    ("two_reads_agreed", "First two reads agreed (share)", (0.0, 1.0)),
+    ("krippendorff_alpha_ordinal_first_two_reads", "Krippendorff's alpha, ordinal", (-0.5, 1.0)),
+)
+LIVE_MEASURES = (
+    ("percent_agreement", "Percent agreement (share)", (0.0, 1.0)),
+    ("gwet_ac1", "Gwet's AC1", (-0.5, 1.0)),
+    ("gwet_ac2_ordinal", "Gwet's AC2, ordinal", (-0.5, 1.0)),
+    ("krippendorff_alpha_ordinal", "Krippendorff's alpha, ordinal", (-0.5, 1.0)),
+)
+TASK_TITLES = {"task1": "Task 1, realism", "task2": "Task 2, equivalence"}
 
 
 def render_figure(results: Results, name: str, fmt: str = "svg") -> bytes:
-    """One figure of `FIGURES` (or, with judges, of `JUDGE_FIGURES`) as SVG or PNG bytes."""
+    """One figure of `FIGURES` (or, with judges, of `JUDGE_FIGURES`) as SVG, PNG or PDF bytes."""
     if name not in FIGURES and name not in JUDGE_FIGURES:
         raise ValueError(f"figure {name!r}: unknown; the figures are {', '.join(FIGURES + JUDGE_FIGURES)}.")
     if fmt not in FORMATS:
-        raise ValueError(f"format {fmt!r}: use svg or png.")
-    # A figure reads the results' tables only: the same tables draw the same figure (figure_cache).
-    key = figure_cache.content_key(name, fmt, sorted(results.tables.items()))
-    return figure_cache.rendered(key, lambda: _render(results, name, fmt))
+        raise ValueError(f"format {fmt!r}: use svg, png or pdf.")
+    [formats] = render_many(_jobs(results, [name])).values()
+    return formats[fmt]
 
 
-def _render(results: Results, name: str, fmt: str) -> bytes:
-    figure = draw_judge_figure(results.tables, name) if name in JUDGE_FIGURES else _DRAW[name](results)
-    buffer = io.BytesIO()
-    # No creation date and a fixed hash salt: the same results give the same bytes.
-    metadata = {"Date": None} if fmt == "svg" else {}
-    with matplotlib.rc_context({"svg.hashsalt": "readingroom", "svg.fonttype": "none"}):
-        figure.savefig(buffer, format=fmt, dpi=DPI, metadata=metadata, bbox_inches="tight")
-    return buffer.getvalue()
+def _jobs(results: Results, names) -> dict[str, object]:
+    """Each figure's content key -> the function that draws it. A figure reads the results' tables and
+    the taxonomy's labels only: the same give the same figure (figure_cache)."""
+    variations = pd.DataFrame(results.document.get("variations", []), columns=["key", "label", "dimension"])
+    margins = pd.DataFrame([results.document.get("margins", {})])
+    frames = [*sorted(results.tables.items()), ("variations", variations), ("margins", margins)]
+    return {figure_cache.content_key(name, frames): partial(_figure_of, results, name) for name in names}
 
 
-def render_figures(results: Results, outdir: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    """Write every figure as <name>.<fmt> into outdir; return the paths written."""
+def _figure_of(results: Results, name: str) -> Figure:
+    return draw_judge_figure(results.tables, name) if name in JUDGE_FIGURES else _DRAW[name](results)
+
+
+def render_figures(results: Results, outdir: str | Path) -> list[Path]:
+    """Write every figure as <name>.svg, .png and .pdf into outdir; return the paths written."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    names = figure_names(results)
+    drawn = render_many(_jobs(results, names))
     written = []
-    for name in figure_names(results):
-        for fmt in formats:
+    for name, formats in zip(names, drawn.values(), strict=True):
+        for fmt, data in formats.items():
             path = outdir / f"{name}.{fmt}"
-            path.write_bytes(render_figure(results, name, fmt))
+            path.write_bytes(data)
             written.append(path)
     return written
 
@@ -77,28 +96,6 @@ def render_figures(results: Results, outdir: str | Path, formats: tuple[str, ...
 def figure_names(results: Results) -> tuple[str, ...]:
     """The figures of these results: the study's, and the judges' when there are judge tables."""
     return FIGURES + (JUDGE_FIGURES if "judge_agreement" in results.tables else ())
-
-
-def _figure(width: float, height: float) -> Figure:
-    figure = Figure(figsize=(width, height), layout="constrained")
-    figure.patch.set_facecolor("white")
-    return figure
-
-
-def _empty(name: str, message: str) -> Figure:
-    figure = _figure(8, 2.5)
-    axes = figure.add_subplot()
-    axes.set_title(TITLES[name])
-    axes.text(0.5, 0.5, message, ha="center", va="center", fontsize=12, transform=axes.transAxes)
-    axes.set_axis_off()
-    return figure
-
-
-def _by_variation(table: pd.DataFrame) -> pd.DataFrame:
-    """The variation rows, then the overall row last, labelled 'all variations'."""
-    variations = table[table["level"] == "variation"]
-    overall = table[table["level"] == "overall"].assign(group="all variations")
-    return pd.concat([variations, overall], ignore_index=True)
 
 
 def _shares(table: pd.DataFrame, groups: list[str], extra: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -113,177 +110,182 @@ def _shares(table: pd.DataFrame, groups: list[str], extra: dict | None = None) -
     return shares, totals.astype(int)
 
 
-def _ratings_figure(results: Results, name: str, task: str) -> Figure:
+def _ratings_figure(results: Results, task: str) -> Figure:
     table = results.tables.get(f"{task}_ratings")
     if table is None or not (table["total"] > 0).any():
-        return _empty(name, f"No {'Task 1' if task == 'task1' else 'Task 2'} examples with a consensus yet.")
-    table = _by_variation(table)
-    groups = list(dict.fromkeys(table["group"]))
-    bars = [(None, "")] if task == "task2" else [("original", "original"), ("alternative", "alternative")]
-    height = 0.8 / len(bars)
-    figure = _figure(10, (0.32 if task == "task2" else 0.55) * len(groups) + 1.8)
+        return empty_figure(f"No {TASK_TITLES[task].split(',')[0]} examples with a consensus yet.")
+    table = table[table["level"].isin(["variation", "overall"])]
+    rows = lines(table, variation_labels(results.document))
+    data = [row for row in rows if row.group is not None]
+    groups = [row.group for row in data]
+    bars = [(None, "n")] if task == "task2" else [("original", "original"), ("alternative", "rewrite")]
+    per_row = 1.0 if task == "task2" else 1.7
+    figure = new_figure(SINGLE_COLUMN if task == "task2" else ONE_AND_A_HALF_COLUMNS, height(len(rows) * per_row, 0.9))
     axes = figure.add_subplot()
-    y = np.arange(len(groups))[::-1].astype(float)
+    ys = positions(rows)
+    data_y = np.array([y for y, row in zip(ys, rows, strict=True) if row.group is not None])
+    bar_height = 0.8 / len(bars)
+    right_y, right_text = [], []
     for index, (report_type, caption) in enumerate(bars):
         shares, totals = _shares(table, groups, {"report_type": report_type} if report_type else None)
-        positions = y + 0.4 - height / 2 - index * height
+        bar_y = data_y + 0.4 - bar_height / 2 - index * bar_height
         left = np.zeros(len(groups))
         for score, label in enumerate(LABELS[task]):
-            axes.barh(positions, shares[:, score], height * 0.92, left=left, color=SCALE_COLOURS[score],
-                      label=label if index == 0 else None, edgecolor="white", linewidth=0.5)  # fmt: skip
+            axes.barh(bar_y, shares[:, score], bar_height * 0.9, left=left, color=SCALE_COLOURS[score],
+                      label=label if index == 0 else None, edgecolor="white", linewidth=0.3)  # fmt: skip
             left += shares[:, score]
-        for position, total in zip(positions, totals, strict=True):
-            axes.text(101, position, f"{caption} n={total}".strip(), va="center", fontsize=8)
-    axes.set_yticks(y, groups, fontsize=9)
+        right_y += list(bar_y)
+        right_text += [f"{caption} {total}" if report_type else f"n = {total}" for total in totals]
+    row_labels(axes, rows, ys)
     axes.set_xlim(0, 100)
-    axes.set_xlabel("Share of consensus ratings (%)")
-    axes.set_title(TITLES[name] + ("\n(upper bar: original report, lower bar: alternative)" if task == "task1" else ""))
-    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0 + 0.6 / figure.get_figheight()), ncols=3,
-                title="Consensus rating", frameon=False)  # fmt: skip
-    axes.spines[["top", "right"]].set_visible(False)
+    axes.set_xticks([0, 25, 50, 75, 100])
+    axes.set_xlabel("Consensus ratings (%)")
+    right_labels(axes, right_y, right_text)
+    figure.legend(loc="outside upper center", ncols=3, frameon=False, title="Consensus rating",
+                  handlelength=1, columnspacing=1)  # fmt: skip
     return figure
 
 
 def _interval_text(row) -> str:
-    """What a forest row says beside its line: p-values, or why there is no test or interval."""
+    """What a forest row says beside it: n, the p-values, or why there is no test or interval."""
     notes = row.note or ""
     if row.p_value is None:
-        text = "not tested: " + notes.split("test: ")[-1].split(";")[0] if "test:" in notes else ""
+        # The note's reason, up to its explanation: "not tested: 1 pair", "not tested: no discordant pairs".
+        text = (
+            "not tested: " + notes.split("test: ")[-1].split(";")[0].split(":")[0] if "test:" in notes else "not tested"
+        )
     elif row.p_holm is None:
-        text = f"p = {row.p_value:.3g}"
+        text = f"p = {row.p_value:.2g}"
     else:
-        text = f"p = {row.p_value:.3g}, Holm p = {row.p_holm:.3g}"
+        text = f"p = {row.p_value:.2g}, Holm {row.p_holm:.2g}"
     if row.ci_low is None and "too few" in notes:
-        text += "; too few exams for a useful interval"
+        text += "; too few exams for an interval"
     elif row.ci_low is not None and row.ci_low == row.ci_high:
         text += "; zero-width interval"
     verdict = getattr(row, "verdict", "")
-    return f"{text}; {verdict}" if verdict else text
+    return f"{row.n_pairs} ({row.n_exams})   {text}" + (f"; {verdict}" if verdict else "")
 
 
-def _forest_rows(axes, table: pd.DataFrame, estimate: str) -> list[float]:
-    """Draw each row's interval (a bar; a zero-width one as a tall tick) and estimate; return the ends."""
-    ends = []
-    for row in table.itertuples():
-        overall = row.group == "all variations"
+def _forest(results: Results, table_name: str, estimate: str, most: float, xlabel: str) -> Figure:
+    table = results.tables.get(table_name)
+    if table is None or not (table["n_pairs"] > 0).any():
+        return empty_figure("No Task 1 pairs with a consensus for both reports yet.")
+    table = table[table["level"].isin(["variation", "overall"])]
+    limits = symmetric_limits(table[estimate], 0.5, most)
+    rows = lines(table, variation_labels(results.document))
+    by_group = {(row.level, row.group): row for row in table.itertuples()}
+    figure = new_figure(DOUBLE_COLUMN, height(len(rows), 0.75))
+    axes = figure.add_subplot(1, 1, 1)
+    ys = positions(rows)
+    right_y, right_text = [], []
+    for y, line in zip(ys, rows, strict=True):
+        row = by_group.get((line.level, line.group))
+        if row is None:
+            continue
+        overall = line.level == "overall"
         colour = "black" if overall else SCALE_COLOURS[0]
         value = getattr(row, estimate)
         if row.ci_low is not None and row.ci_low == row.ci_high:
-            axes.plot(row.ci_low, row.Index, marker="|", color=colour, markersize=16, markeredgewidth=2)
-        elif row.ci_low is not None:
-            axes.plot([row.ci_low, row.ci_high], [row.Index, row.Index], color=colour, linewidth=2)
+            axes.plot(row.ci_low, y, marker="|", color=colour, markersize=7, markeredgewidth=1.2)
+        else:
+            interval(axes, row.ci_low, row.ci_high, y, limits, colour)
         if value is not None:
-            axes.plot(value, row.Index, marker="D" if overall else "o", color=colour, markersize=7)
-        axes.annotate(f"n={row.n_pairs} ({row.n_exams} exams)   {_interval_text(row)}", (1.01, row.Index),
-                      xycoords=("axes fraction", "data"), va="center", fontsize=8)  # fmt: skip
-        ends += [v for v in (row.ci_low, row.ci_high, value) if v is not None]
-    axes.set_yticks(np.arange(len(table)), list(table["group"]), fontsize=9)
-    axes.set_ylim(-0.7, len(table) - 0.3)
-    axes.axvline(0, color="grey", linestyle="--", linewidth=1)
-    axes.spines[["top", "right"]].set_visible(False)
-    return ends
-
-
-def _forest(results: Results) -> Figure:
-    name = "task1_forest"
-    table = results.tables.get("task1_degradation")
-    if table is None or not (table["n_pairs"] > 0).any():
-        return _empty(name, "No Task 1 pairs with a consensus for both reports yet.")
-    table = _by_variation(table).iloc[::-1].reset_index(drop=True)
-    figure = _figure(10, 0.45 * len(table) + 2)
-    axes = figure.add_subplot()
-    ends = _forest_rows(axes, table, "mean_difference")
-    limit = max([1.0, *(abs(v) for v in ends)])
-    axes.set_xlim(-limit - 0.1, limit + 0.1)
-    axes.set_xlabel(
-        "Mean difference in consensus score, alternative - original (exact 95% CI, inverted sign-flip test)\n"
-        "< 0: alternative rated more realistic; > 0: less realistic (0 Realistic, 1 Minor, 2 Major)"
-    )
-    axes.set_title(TITLES[name] + "\nExact sign-flip test over exams, Holm-adjusted across variations")
+            axes.plot(value, y, marker="D" if overall else "o", color=colour, markersize=3.5 if overall else 3,
+                      clip_on=False)  # fmt: skip
+        right_y.append(y)
+        right_text.append(_interval_text(row))
+    row_labels(axes, rows, ys)
+    axes.set_xlim(*limits)
+    axes.xaxis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
+    axes.axvline(0, color="grey", linestyle="--", linewidth=0.6)
+    axes.set_xlabel(xlabel)
+    right_labels(axes, right_y, right_text, header="Pairs (exams), test")
     return figure
 
 
+def _degradation_forest(results: Results) -> Figure:
+    return _forest(
+        results, "task1_degradation", "mean_difference", 2.0,
+        "Mean difference in consensus score, rewrite - original (95% CI); > 0: the rewrite less realistic",
+    )  # fmt: skip
+
+
 def _realistic_forest(results: Results) -> Figure:
-    name = "task1_realistic_forest"
-    table = results.tables.get("task1_realistic_difference")
-    if table is None or not (table["n_pairs"] > 0).any():
-        return _empty(name, "No Task 1 pairs with a consensus for both reports yet.")
-    table = _by_variation(table).iloc[::-1].reset_index(drop=True)
-    figure = _figure(11.5, 0.45 * len(table) + 2.3)
-    axes = figure.add_subplot()
-    _forest_rows(axes, table, "difference")
+    figure = _forest(
+        results, "task1_realistic_difference", "difference", 1.0,
+        "Difference in the share rated Realistic, rewrite - original (95% CI)",
+    )  # fmt: skip
     margin = results.document.get("margins", {}).get("task1_realistic")
-    if margin is not None:
-        line = axes.axvline(-margin, color=SCALE_COLOURS[2], linewidth=1.5)
+    if margin is not None and figure.axes and figure.axes[0].has_data():
+        axes = figure.axes[0]
+        line = axes.axvline(-margin, color=SCALE_COLOURS[2], linewidth=1)
         label = f"non-inferiority margin: -{margin * 100:g} percentage points"
-        figure.legend([line], [label], loc="outside lower center", fontsize=8, frameon=False)
-    axes.set_xlim(-1.05, 1.05)
-    axes.set_xlabel(
-        "Share rated Realistic, alternative - original (95% CI: Newcombe per variation, exact sign-flip over "
-        "exams overall)\n< 0: the alternative is rated Realistic less often"
-    )
-    axes.set_title(
-        TITLES[name] + ("" if margin is None else "\nNon-inferior where the interval lies right of the margin")
-    )
+        figure.legend([line], [label], loc="outside upper center", frameon=False)
     return figure
 
 
 def _agreement(results: Results) -> Figure:
-    name = "agreement"
     table = results.tables.get("agreement")
-    if table is None or table.empty or not table["value"].notna().any():
-        return _empty(name, "No agreement can be computed yet (no examples with two reads).")
+    if table is None or table.empty or not (table["value"].notna() | table["range_low"].notna()).any():
+        return empty_figure("No agreement can be computed yet (no examples with two reads).")
     live = (table["source"] == "initial_reads").any()
     measures = LIVE_MEASURES if live else RELEASE_MEASURES
     tasks = [t for t in ("task1", "task2") if (table["task"] == t).any()]
-    figure = _figure(11, 0.55 * len(_groups(table)) + 2.5)
-    axes_list = figure.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
-    groups = _groups(table)
-    y = np.arange(len(groups))[::-1]
-    for axes, task in zip(axes_list, tasks, strict=True):
+    table = table[table["level"].isin(["variation", "overall"])]
+    rows = lines(table, variation_labels(results.document))
+    ys = positions(rows)
+    figure = new_figure(DOUBLE_COLUMN, len(tasks) * height(len(rows), 0.55) + 0.3)
+    grid = figure.subplots(len(tasks), len(measures), sharey=True, squeeze=False)
+    ranged = False
+    for task, panels in zip(tasks, grid, strict=True):
         part = table[table["task"] == task]
-        step = 0.7 / len(measures)
-        for index, measure in enumerate(measures):
-            rows = _by_variation(part[part["measure"] == measure]).set_index("group").reindex(groups)
-            offset = 0.35 - step / 2 - index * step
-            for position, row in zip(y + offset, rows.itertuples(), strict=True):
-                label = MEASURE_NAMES[measure] if position == y[0] + offset else None
-                if (row.value is None or pd.isna(row.value)) and pd.notna(row.range_low):
-                    # Three-way splits leave the first two reads open: the range, as a hollow bar.
-                    axes.plot([row.range_low, row.range_high], [position, position], color=MEASURE_COLOURS[index],
-                              linewidth=4, alpha=0.45, solid_capstyle="butt", label=label)  # fmt: skip
+        for column, (axes, (measure, label, limits)) in enumerate(zip(panels, measures, strict=True)):
+            values = part[part["measure"] == measure].set_index(["level", "group"])
+            for y, line in zip(ys, rows, strict=True):
+                if line.group is None or (line.level, line.group) not in values.index:
                     continue
-                if row.value is None or pd.isna(row.value):
+                row = values.loc[(line.level, line.group)]
+                colour = "black" if line.level == "overall" else MEASURE_COLOUR
+                if pd.isna(row["value"]) and pd.notna(row["range_low"]):
+                    # Three-way splits leave the first two reads open: the range, as a light band.
+                    axes.plot([max(row["range_low"], limits[0]), min(row["range_high"], limits[1])], [y, y],
+                              color=RANGE_COLOUR, linewidth=3, solid_capstyle="butt")  # fmt: skip
+                    ranged = True
                     continue
-                if pd.notna(row.ci_low):
-                    axes.plot([row.ci_low, row.ci_high], [position, position], color=MEASURE_COLOURS[index],
-                              linewidth=1.6)  # fmt: skip
-                axes.plot(row.value, position, "o", color=MEASURE_COLOURS[index], markersize=5, label=label)
-        counts = _by_variation(part[part["measure"] == measures[0]]).set_index("group").reindex(groups)["n_examples"]
-        for position, n in zip(y, counts, strict=True):
-            axes.text(1.07, position, f"n={'-' if pd.isna(n) else int(n)}", va="center", fontsize=8)
-        axes.set_yticks(y, groups, fontsize=9)
-        axes.axvline(0, color="grey", linestyle="--", linewidth=1)
-        axes.set_xlim(-0.6, 1.25)
-        axes.set_xticks([-0.5, 0, 0.5, 1])
-        axes.set_xlabel("Agreement (95% CI; none with fewer than 10 examples)")
-        axes.set_title("Task 1, realism" if task == "task1" else "Task 2, equivalence")
-        axes.spines[["top", "right"]].set_visible(False)
-    handles, labels = axes_list[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
-    figure.suptitle(TITLES[name] + ("" if live else " (from the release files: the first two reads of each example)"))
+                if pd.isna(row["value"]):
+                    continue
+                interval(axes, row["ci_low"], row["ci_high"], y, limits, colour, linewidth=0.9)
+                axes.plot(row["value"], y, "D" if line.level == "overall" else "o", color=colour, markersize=2.8,
+                          clip_on=False)  # fmt: skip
+            axes.set_xlim(limits[0], limits[1] + 0.04)  # room for a point at 1
+            if limits[0] < 0:
+                axes.axvline(0, color="grey", linestyle="--", linewidth=0.5)
+            axes.set_xlabel(label)
+            axes.set_title(TASK_TITLES[task] if column == 0 else "", loc="left", fontweight="bold")
+            if column == 0:
+                row_labels(axes, rows, ys)
+            else:
+                axes.tick_params(axis="y", which="both", labelleft=False)
+        counts = part[part["measure"] == measures[0][0]].set_index(["level", "group"])["n_examples"]
+        texts = [
+            "" if line.group is None else str(int(counts.get((line.level, line.group), 0))) for line in rows
+        ]  # fmt: skip
+        right_labels(panels[-1], ys, texts, header="n")
+    handles = [
+        Line2D([], [], color=MEASURE_COLOUR, marker="o", markersize=3, linewidth=0.9, label="estimate with 95% CI"),
+        Line2D([], [], color="black", marker="D", markersize=3, linewidth=0.9, label="all variations"),
+    ]
+    if ranged:
+        handles.append(Line2D([], [], color=RANGE_COLOUR, linewidth=3,
+                              label="range: three-way splits leave the first two reads open"))  # fmt: skip
+    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     return figure
 
 
-def _groups(table: pd.DataFrame) -> list[str]:
-    variations = sorted(set(table.loc[table["level"] == "variation", "group"]))
-    return [*variations, "all variations"]
-
-
 _DRAW = {
-    "task1_ratings": lambda results: _ratings_figure(results, "task1_ratings", "task1"),
-    "task2_ratings": lambda results: _ratings_figure(results, "task2_ratings", "task2"),
-    "task1_forest": _forest,
+    "task1_ratings": lambda results: _ratings_figure(results, "task1"),
+    "task2_ratings": lambda results: _ratings_figure(results, "task2"),
+    "task1_forest": _degradation_forest,
     "task1_realistic_forest": _realistic_forest,
     "agreement": _agreement,
 }

@@ -1,25 +1,32 @@
 """Box and strip plots of a metric per variation: clinically equivalent pairs against Major Discrepancy.
 
-A layer over `analysis.sensitivity.Sensitivity` (its per-pair scores); matplotlib's Agg backend,
-no pyplot state. One figure per metric and direction, named by `figure_name`.
+A layer over `analysis.sensitivity.Sensitivity` (its per-pair scores), drawn like the results'
+figures (analysis.figure_layout: journal sizes, rows by taxonomy label under their dimensions, SVG,
+PNG and PDF). One figure per metric and direction, named by `figure_name`.
 """
 
-import io
+from functools import partial
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from analysis import figure_cache, metrics
+from analysis.figure_layout import (
+    ONE_AND_A_HALF_COLUMNS,
+    height,
+    lines_of,
+    new_figure,
+    positions,
+    render_many,
+    right_labels,
+    row_labels,
+)
 from analysis.names import REVERSE, figure_name
 from analysis.sensitivity import Sensitivity
 
-matplotlib.use("Agg")
-
-FORMATS = ("svg", "png")
-DPI = 110
 COLOURS = {"equivalent": "#0072B2", "major": "#D55E00"}  # Okabe & Ito
 MAX_POINTS = 150  # per box: a seeded sample of the points is drawn over the box
 SEED = 0
@@ -30,87 +37,103 @@ def figure_names(sensitivity: Sensitivity) -> dict[str, dict]:
     names = {}
     for entry in sensitivity.document["metrics"]:
         name = figure_name(entry["metric"], entry["direction"])
-        reverse = " (reverse: the alternative as the reference)" if entry["direction"] == REVERSE else ""
+        reverse = " (reverse: the rewrite as the reference)" if entry["direction"] == REVERSE else ""
         names[name] = entry | {
             "figure_title": f"{entry['title']}{reverse}: clinically equivalent vs major, per variation"
         }
     return names
 
 
-def render(sensitivity: Sensitivity, name: str, fmt: str = "svg") -> bytes:
-    entry = figure_names(sensitivity).get(name)
-    if entry is None:
+def caption(entry: dict) -> str:
+    """A figure's one-sentence caption, written beside it."""
+    perfect = "" if entry.get("perfect") is None else f"; the dashed line is a perfect score ({entry['perfect']:g})"
+    return (
+        f"{entry['title']} of each Task 2 pair, clinically equivalent (Equivalent or Minor Discrepancy) against "
+        f"Major Discrepancy, per variation: box and whiskers (quartiles, 1.5 IQR) with the pairs as points{perfect}."
+    )
+
+
+def render(sensitivity: Sensitivity, name: str, fmt: str = "svg", variations: dict | None = None) -> bytes:
+    if name not in figure_names(sensitivity):
         raise ValueError(f"figure {name!r}: unknown.")
-    # A figure reads its entry and the per-pair scores only (figure_cache).
-    entry_frame = pd.DataFrame([{key: str(value) for key, value in sorted(entry.items())}])
-    key = figure_cache.content_key(name, fmt, [("entry", entry_frame), ("scores", sensitivity.scores)])
-    return figure_cache.rendered(key, lambda: _render(sensitivity, entry, fmt))
+    [formats] = render_many(_jobs(sensitivity, [name], variations or {})).values()
+    return formats[fmt]
 
 
-def _render(sensitivity: Sensitivity, entry: dict, fmt: str) -> bytes:
-    figure = _draw(sensitivity, entry)
-    buffer = io.BytesIO()
-    metadata = {"Date": None} if fmt == "svg" else {}
-    with matplotlib.rc_context({"svg.hashsalt": "readingroom", "svg.fonttype": "none"}):
-        figure.savefig(buffer, format=fmt, dpi=DPI, metadata=metadata, bbox_inches="tight")
-    return buffer.getvalue()
+def _jobs(sensitivity: Sensitivity, names, variations: dict) -> dict:
+    """Each figure's content key -> the function that draws it: a figure reads its entry, the per-pair
+    scores and the taxonomy's labels only (figure_cache)."""
+    entries = figure_names(sensitivity)
+    labels = pd.DataFrame([{"key": key, **value} for key, value in sorted(variations.items())])
+    jobs = {}
+    for name in names:
+        entry = entries[name]
+        entry_frame = pd.DataFrame([{key: str(value) for key, value in sorted(entry.items())}])
+        frames = [("entry", entry_frame), ("scores", sensitivity.scores), ("variations", labels)]
+        jobs[figure_cache.content_key(name, frames)] = partial(_draw, sensitivity, entry, variations)
+    return jobs
 
 
-def render_all(sensitivity: Sensitivity, outdir: str | Path) -> list[Path]:
+def render_all(sensitivity: Sensitivity, outdir: str | Path, variations: dict | None = None) -> list[Path]:
+    """Write every figure as <name>.svg, .png and .pdf into outdir; return the paths written."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    names = list(figure_names(sensitivity))
     written = []
-    for name in figure_names(sensitivity):
-        for fmt in FORMATS:
+    for name, formats in zip(names, render_many(_jobs(sensitivity, names, variations or {})).values(), strict=True):
+        for fmt, data in formats.items():
             path = outdir / f"{name}.{fmt}"
-            path.write_bytes(render(sensitivity, name, fmt))
+            path.write_bytes(data)
             written.append(path)
     return written
 
 
-def _draw(sensitivity: Sensitivity, entry: dict) -> Figure:
+def _draw(sensitivity: Sensitivity, entry: dict, variations: dict) -> Figure:
     scores = sensitivity.scores
     scores = scores[(scores["metric"] == entry["metric"]) & (scores["direction"] == entry["direction"])]
-    variations = sorted(set(scores["reref_variation"]))
-    groups = [*variations, "all variations"]
-    figure = Figure(figsize=(10, 0.6 * len(groups) + 2), layout="constrained")
-    figure.patch.set_facecolor("white")
+    present = set(scores["reref_variation"])
+    order = [key for key in variations if key in present] + sorted(present - set(variations))
+    rows = lines_of(order, variations)
+    figure = new_figure(ONE_AND_A_HALF_COLUMNS, height(len(rows) * 1.6, 0.8))
     axes = figure.add_subplot()
     rng = np.random.default_rng(SEED)
-    y = np.arange(len(groups))[::-1].astype(float)
-    for position, group in zip(y, groups, strict=True):
-        part = scores if group == "all variations" else scores[scores["reref_variation"] == group]
+    ys = positions(rows)
+    right_y, right_text = [], []
+    for position, row in zip(ys, rows, strict=True):
+        if row.group is None:
+            continue
+        part = scores if row.level == "overall" else scores[scores["reref_variation"] == row.group]
         for offset, (kind, mask) in zip(
-            (0.18, -0.18),
+            (0.2, -0.2),
             (("equivalent", part["rating"] != "Major Discrepancy"), ("major", part["rating"] == "Major Discrepancy")),
             strict=True,
         ):
             values = part.loc[mask, "score"].to_numpy(dtype=float)
+            right_y.append(position + offset)
+            right_text.append(f"{len(values)}")
             if len(values) == 0:
                 continue
-            axes.boxplot([values], positions=[position + offset], widths=0.3, orientation="horizontal",
+            axes.boxplot([values], positions=[position + offset], widths=0.32, orientation="horizontal",
                          showfliers=False, patch_artist=True,
-                         boxprops={"facecolor": "white", "edgecolor": COLOURS[kind]},
-                         medianprops={"color": COLOURS[kind], "linewidth": 2},
-                         whiskerprops={"color": COLOURS[kind]}, capprops={"color": COLOURS[kind]})  # fmt: skip
+                         boxprops={"facecolor": "white", "edgecolor": COLOURS[kind], "linewidth": 0.7},
+                         medianprops={"color": COLOURS[kind], "linewidth": 1.2},
+                         whiskerprops={"color": COLOURS[kind], "linewidth": 0.7},
+                         capprops={"color": COLOURS[kind], "linewidth": 0.7})  # fmt: skip
             shown = values if len(values) <= MAX_POINTS else rng.choice(values, MAX_POINTS, replace=False)
             jitter = rng.uniform(-0.1, 0.1, len(shown))
-            axes.plot(shown, position + offset + jitter, "o", color=COLOURS[kind], alpha=0.45, markersize=3,
-                      label=None)  # fmt: skip
-            axes.annotate(f"n={len(values)}", (1.01, position + offset), xycoords=("axes fraction", "data"),
-                          va="center", fontsize=7)  # fmt: skip
+            axes.plot(shown, position + offset + jitter, "o", color=COLOURS[kind], alpha=0.45, markersize=1.5)
     perfect = entry.get("perfect")
     if perfect is not None:
-        axes.axvline(perfect, color="grey", linestyle="--", linewidth=1)
-    axes.set_yticks(y, groups, fontsize=9)
-    axes.plot([], [], "s", color=COLOURS["equivalent"], label="clinically equivalent (Equivalent, Minor)")
-    axes.plot([], [], "s", color=COLOURS["major"], label="Major Discrepancy")
-    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, frameon=False, fontsize=9)
-    scale = f" (perfect = {perfect:g}, dashed)" if perfect is not None else ""
-    axes.set_xlabel(f"{entry['title']}{scale}")
-    name = figure_names(sensitivity)[figure_name(entry["metric"], entry["direction"])]["figure_title"]
-    axes.set_title(name, pad=28)
-    axes.spines[["top", "right"]].set_visible(False)
+        axes.axvline(perfect, color="grey", linestyle="--", linewidth=0.6)
+    row_labels(axes, rows, ys)
     if metrics.PERFECT.get(entry["metric"]) is not None and entry["direction"] != "imported":
         axes.set_xlim(-0.02 * perfect, 1.02 * perfect)
+    scale = f" (perfect = {perfect:g}, dashed)" if perfect is not None else ""
+    axes.set_xlabel(f"{entry['title']}{scale}")
+    right_labels(axes, right_y, right_text, header="Pairs")
+    handles = [
+        Line2D([], [], color=COLOURS["equivalent"], marker="s", linestyle="", label="clinically equivalent"),
+        Line2D([], [], color=COLOURS["major"], marker="s", linestyle="", label="Major Discrepancy"),
+    ]
+    figure.legend(handles=handles, loc="outside upper center", ncols=2, frameon=False)
     return figure

@@ -15,9 +15,9 @@ from analysis.frames import ReleaseFrames
 from analysis.metric_import import MetricFile
 from analysis.metrics import MetricCache, Progress
 from analysis.names import IMPORTED
-from analysis.results import Results
+from analysis.results import Results, in_taxonomy_order
 from analysis.sensitivity import KEY, SCORES, Sensitivity, builtin_scores, release_pair_texts, sensitivity
-from analysis.sensitivity_figures import figure_names, render_all
+from analysis.sensitivity_figures import caption, figure_names, render_all
 from annotation.importing import ImportProblem, ImportRejected
 
 TABLE = "metric_sensitivity"
@@ -25,19 +25,29 @@ TITLE = "Metric sensitivity: automatic metrics on clinically equivalent and Majo
 
 
 def attach(results: Results, result: Sensitivity) -> None:
-    results.tables[TABLE] = result.table
-    results.document[TABLE] = result.document
+    """The sensitivity's table and document among the results', its rows in the results' taxonomy order."""
+    table = in_taxonomy_order(result.table, results.document.get("variations", []))
+    results.tables[TABLE] = table.reset_index(drop=True)
+    results.document[TABLE] = {**result.document, "table": [result.document["table"][i] for i in table.index]}
 
 
-def write_sensitivity(result: Sensitivity, outdir: str | Path) -> None:
+def write_sensitivity(result: Sensitivity, outdir: str | Path, variations: dict | None = None) -> None:
+    """The per-pair scores and the figures (their rows by the labels of `variations`, key -> label and
+    dimension, as analysis.names.variation_labels gives them), listed in results.md."""
     outdir = Path(outdir)
     (outdir / "tables").mkdir(parents=True, exist_ok=True)
     result.scores.to_csv(outdir / "tables" / "metric_scores.csv", index=False, na_rep="", lineterminator="\n")
-    render_all(result, outdir / "figures")
+    render_all(result, outdir / "figures", variations)
     markdown = outdir / "results.md"
     if markdown.is_file():
         lines = ["", f"## {TITLE}: figures", ""]
-        lines += [f"![{entry['figure_title']}](figures/{name}.png)" for name, entry in figure_names(result).items()]
+        for name, entry in figure_names(result).items():
+            lines += [
+                f"![{entry['figure_title']}](figures/{name}.png)",
+                "",
+                f"*{entry['figure_title']}.* {caption(entry)}",
+                "",
+            ]
         lines += ["", "Per-pair scores with their consensus rating: `tables/metric_scores.csv`.", ""]
         with markdown.open("a", encoding="utf-8") as handle:
             handle.write("\n".join(lines))

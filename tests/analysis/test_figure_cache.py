@@ -1,11 +1,15 @@
 """Figures drawn once per content (analysis.figure_cache): the same data gives the cached bytes without
-drawing again; other data, another figure or another format is drawn."""
+drawing again, in every format from one drawing; other data, labels or margins, or another figure, is
+drawn; figures drawn in parallel processes are byte for byte those drawn in this one."""
+
+import os
 
 import pytest
 
-from analysis import figure_cache, figures
-from analysis.figures import render_figure
-from analysis.results import analyze
+from analysis import figure_cache, figure_layout, figures
+from analysis.figure_layout import FORMATS
+from analysis.figures import render_figure, render_figures
+from analysis.results import Margins, analyze
 from tests.analysis.helpers import make_frames
 
 
@@ -13,18 +17,18 @@ from tests.analysis.helpers import make_frames
 def draws(monkeypatch):
     figure_cache.clear()
     calls = []
-    render = figures._render
+    draw = figures._figure_of
 
-    def counting(results, name, fmt):
-        calls.append((name, fmt))
-        return render(results, name, fmt)
+    def counting(results, name):
+        calls.append(name)
+        return draw(results, name)
 
-    monkeypatch.setattr(figures, "_render", counting)
+    monkeypatch.setattr(figures, "_figure_of", counting)
     yield calls
     figure_cache.clear()
 
 
-def _results(second_read: int = 0):
+def _results(second_read: int = 0, label: str = "Structure: structured", margin: float | None = None):
     """Two pairs of one variation; the first original's reads are 0, second_read and 0 (third when needed)."""
     first = (0, 0) if second_read == 0 else (0, second_read, 0)
     task1 = [
@@ -34,24 +38,40 @@ def _results(second_read: int = 0):
         ("structure--structured", "2", "alternative", (2, 2), None),
     ]
     task2 = [("structure--structured", "1", (0, 0), None), ("structure--structured", "2", (1, 1), None)]
-    return analyze(make_frames(task1, task2), seed=0)
+    return analyze(
+        make_frames(task1, task2),
+        seed=0,
+        taxonomy=[("structure--structured", label, "Organization")],
+        margins=Margins(task1_realistic=margin),
+    )
 
 
 def test_the_same_tables_give_the_cached_bytes_without_drawing_again(draws):
     first = render_figure(_results(), "task1_ratings", "svg")
     again = render_figure(_results(), "task1_ratings", "svg")
+    png = render_figure(_results(), "task1_ratings", "png")
+    pdf = render_figure(_results(), "task1_ratings", "pdf")
 
     assert again == first
-    assert draws == [("task1_ratings", "svg")]
+    assert png.startswith(b"\x89PNG") and pdf.startswith(b"%PDF")
+    # Drawn once, saved in every format.
+    assert draws == ["task1_ratings"]
 
 
-def test_other_tables_another_figure_or_format_are_drawn(draws):
+def test_other_tables_labels_margins_or_another_figure_are_drawn(draws):
     render_figure(_results(), "task1_ratings", "svg")
     render_figure(_results(second_read=2), "task1_ratings", "svg")
     render_figure(_results(), "agreement", "svg")
-    render_figure(_results(), "task1_ratings", "png")
+    relabelled = render_figure(_results(label="Template"), "task1_ratings", "svg")
+    render_figure(_results(), "task1_realistic_forest", "svg")
+    with_margin = render_figure(_results(margin=0.1), "task1_realistic_forest", "svg")
 
-    assert draws == [("task1_ratings", "svg"), ("task1_ratings", "svg"), ("agreement", "svg"), ("task1_ratings", "png")]
+    assert draws == [
+        "task1_ratings", "task1_ratings", "agreement", "task1_ratings", "task1_realistic_forest",
+        "task1_realistic_forest",
+    ]  # fmt: skip
+    assert b"Template" in relabelled
+    assert b"non-inferiority margin" in with_margin
 
 
 def test_a_cached_figure_is_the_figure_drawn_afresh():
@@ -60,3 +80,27 @@ def test_a_cached_figure_is_the_figure_drawn_afresh():
     assert render_figure(_results(), "task1_forest", "svg") == cached
     figure_cache.clear()
     assert render_figure(_results(), "task1_forest", "svg") == cached
+
+
+def test_figures_drawn_in_parallel_processes_are_those_drawn_in_this_one(tmp_path, monkeypatch):
+    results = _results()
+    figure_cache.clear()
+    serial = {name: {fmt: render_figure(results, name, fmt) for fmt in FORMATS} for name in figures.FIGURES}
+    figure_cache.clear()
+    forks = []
+    monkeypatch.setattr(figure_layout.threading, "active_count", lambda: 1)  # as in a command's process
+    real_pool = figure_layout.ProcessPoolExecutor
+
+    def pool(*args, **kwargs):
+        forks.append(kwargs["max_workers"])
+        return real_pool(*args, **kwargs)
+
+    monkeypatch.setattr(figure_layout, "ProcessPoolExecutor", pool)
+    written = render_figures(results, tmp_path)
+
+    assert forks == [min(len(figures.FIGURES), os.cpu_count())] or os.cpu_count() == 1
+    assert sorted(path.name for path in written) == sorted(f"{n}.{f}" for n in figures.FIGURES for f in FORMATS)
+    for name, formats in serial.items():
+        for fmt, data in formats.items():
+            assert (tmp_path / f"{name}.{fmt}").read_bytes() == data, (name, fmt)
+    figure_cache.clear()

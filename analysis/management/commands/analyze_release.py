@@ -7,6 +7,7 @@ from tqdm import tqdm
 
 from analysis.metric_import import parse_metric_scores
 from analysis.metrics import MetricCache
+from analysis.names import variation_labels
 from analysis.release_folder import NotARelease, read_release
 from analysis.report import write_results
 from analysis.results import AnalysisInputError, Margins, analyze
@@ -80,6 +81,9 @@ class Command(BaseCommand):
         sensitivity = None
         if metrics_on:
             cache = MetricCache(options["metric_cache"] or Path(settings.RESULTS_DIR) / "metric-cache.sqlite3")
+            # No monitor thread: the figures are drawn in forked processes, which a process with
+            # another thread does not fork (analysis.figure_layout.render_many).
+            tqdm.monitor_interval = 0
             with tqdm(total=0, unit="pairs", desc="Scoring metrics", disable=None) as bar:
 
                 def progress(done: int, total: int) -> None:
@@ -95,7 +99,7 @@ class Command(BaseCommand):
             attach(results, sensitivity)
         write_results(results, out)
         if sensitivity is not None:
-            write_sensitivity(sensitivity, out)
+            write_sensitivity(sensitivity, out, variation_labels(results.document))
         counts = ", ".join(
             f"{task}: {values['examples']} examples" for task, values in results.document["counts"].items()
         )

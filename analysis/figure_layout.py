@@ -1,0 +1,205 @@
+"""What every results figure shares: journal sizes and type, rows grouped by the taxonomy's
+dimensions, intervals that say where they run past the axis, counts aligned with their rows, and
+rendering to SVG, PNG (300 dpi) and PDF with the same bytes for the same figure.
+
+Matplotlib's Agg backend and no pyplot state: safe in a web worker and in a command.
+"""
+
+import io
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import matplotlib
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from analysis import figure_cache
+from analysis.names import OTHER_DIMENSION, group_label
+
+matplotlib.use("Agg")
+
+FORMATS = ("svg", "png", "pdf")
+DPI = 300
+# Journal widths, inches: one column (89 mm), one and a half (140 mm) and two (183 mm).
+SINGLE_COLUMN, ONE_AND_A_HALF_COLUMNS, DOUBLE_COLUMN = 3.5, 5.5, 7.2
+ROW_HEIGHT = 0.15  # inches per line of a figure's rows
+# Okabe & Ito: blue, orange, vermillion for 0 / 1 / 2 of the rating scale.
+SCALE_COLOURS = ("#0072B2", "#E69F00", "#D55E00")
+STYLE = {
+    "font.size": 7,
+    "axes.titlesize": 7.5,
+    "axes.labelsize": 7,
+    "xtick.labelsize": 6.5,
+    "ytick.labelsize": 6.5,
+    "legend.fontsize": 6.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    # Deterministic bytes: a fixed SVG hash salt, text as text (searchable, editable), TrueType in PDF.
+    "svg.hashsalt": "readingroom",
+    "svg.fonttype": "none",
+    "pdf.fonttype": 42,
+}
+# No creation date: the same figure gives the same bytes.
+METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}, "png": {}}
+
+
+def new_figure(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(width, height), layout="constrained")
+    figure.patch.set_facecolor("white")
+    figure.get_layout_engine().set(w_pad=0.02, h_pad=0.02)
+    return figure
+
+
+def empty_figure(message: str) -> Figure:
+    """A figure that says why there is nothing to draw."""
+    figure = new_figure(SINGLE_COLUMN, 1.0)
+    axes = figure.add_subplot()
+    axes.text(0.5, 0.5, message, ha="center", va="center", wrap=True, transform=axes.transAxes)
+    axes.set_axis_off()
+    return figure
+
+
+def save(figure: Figure, fmt: str) -> bytes:
+    """The figure as SVG, PNG (300 dpi) or PDF bytes."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=fmt, dpi=DPI, metadata=METADATA[fmt])
+    return buffer.getvalue()
+
+
+def draw(draw_figure: Callable[[], Figure]) -> dict[str, bytes]:
+    """Draw a figure (a function returning a Figure) once in the results' style, saved in every format."""
+    with matplotlib.rc_context(STYLE):
+        figure = draw_figure()
+        return {fmt: save(figure, fmt) for fmt in FORMATS}
+
+
+# The figures a pool's processes draw: set before they fork, so that each inherits the functions.
+_jobs: list[Callable[[], Figure]] = []
+
+
+def _draw_job(index: int) -> dict[str, bytes]:
+    return draw(_jobs[index])
+
+
+def render_many(figures: dict[str, Callable[[], Figure]]) -> dict[str, dict[str, bytes]]:
+    """Every figure (content key -> drawing function) in every format: the cached bytes where a
+    figure was drawn before (figure_cache), the others drawn once each, in parallel processes where
+    that pays (more than one figure and one core, and a process with no other thread, which a fork
+    could leave holding a lock)."""
+    out = {key: found for key in figures if (found := figure_cache.cached(key)) is not None}
+    missing = [key for key in figures if key not in out]
+    workers = min(len(missing), os.cpu_count() or 1)
+    if workers > 1 and threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        global _jobs
+        _jobs = [figures[key] for key in missing]
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                drawn = list(pool.map(_draw_job, range(len(missing))))
+        finally:
+            _jobs = []
+    else:
+        drawn = [draw(figures[key]) for key in missing]
+    for key, formats in zip(missing, drawn, strict=True):
+        figure_cache.keep(key, formats)
+        out[key] = formats
+    return {key: out[key] for key in figures}
+
+
+@dataclass(frozen=True)
+class Line:
+    """One row of a figure: a dimension's heading, a variation, or all variations together."""
+
+    label: str
+    group: str | None  # the tables' group key (None for a heading)
+    level: str  # "heading", "variation" or "overall"
+
+
+def lines(table: pd.DataFrame, variations: dict[str, dict], *, overall: bool = True) -> list[Line]:
+    """A figure's rows, top to bottom: each dimension's heading and its variations (by label, in the
+    taxonomy's order), then all variations together."""
+    keys = list(dict.fromkeys(table.loc[table["level"] == "variation", "group"]))
+    return lines_of(keys, variations, overall=overall and bool((table["level"] == "overall").any()))
+
+
+def lines_of(keys: list[str], variations: dict[str, dict], *, overall: bool = True) -> list[Line]:
+    dimensions = list(dict.fromkeys(variations.get(key, {}).get("dimension") or OTHER_DIMENSION for key in keys))
+    out = []
+    for dimension in dimensions:
+        members = [key for key in keys if (variations.get(key, {}).get("dimension") or OTHER_DIMENSION) == dimension]
+        out.append(Line(dimension, None, "heading"))
+        out += [Line(group_label("variation", key, variations), key, "variation") for key in members]
+    if overall:
+        out.append(Line("All variations", "all", "overall"))
+    return out
+
+
+def positions(rows: list[Line]) -> list[float]:
+    """y of each row, the first at the top."""
+    return [float(len(rows) - 1 - index) for index in range(len(rows))]
+
+
+def row_labels(axes: Axes, rows: list[Line], ys: list[float]) -> None:
+    """The rows' names on the y axis: the dimensions' headings (bold italic, no tick mark) as minor
+    ticks, the variations as major ones, all variations together in bold."""
+    data = [(y, row) for y, row in zip(ys, rows, strict=True) if row.level != "heading"]
+    headings = [(y, row) for y, row in zip(ys, rows, strict=True) if row.level == "heading"]
+    axes.set_yticks([y for y, _ in data], [row.label for _, row in data])
+    axes.set_yticks([y for y, _ in headings], [row.label for _, row in headings], minor=True)
+    axes.tick_params(axis="y", which="major", length=2)
+    axes.tick_params(axis="y", which="minor", length=0)
+    axes.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
+    for label in axes.get_yticklabels(minor=True):
+        label.set_fontweight("bold")
+        label.set_fontstyle("italic")
+    for label, (_, row) in zip(axes.get_yticklabels(), data, strict=False):
+        if row.level == "overall":
+            label.set_fontweight("bold")
+
+
+def right_labels(axes: Axes, ys: list[float], texts: list[str], header: str = "") -> Axes:
+    """A column of text right of the axes, each aligned with its row (a twin axis' tick labels);
+    a header goes in a row of its own above the first."""
+    if header:
+        low, high = axes.get_ylim()
+        axes.set_ylim(low, high + 1)
+        ys, texts = [*ys, high + 0.5], [*texts, header]
+    right = axes.twinx()
+    right.set_ylim(axes.get_ylim())
+    right.set_yticks(ys, texts)
+    right.tick_params(axis="y", length=0, pad=3)
+    right.spines[["top", "right", "left", "bottom"]].set_visible(False)
+    if header:
+        right.get_yticklabels()[-1].set_fontweight("bold")
+    return right
+
+
+def symmetric_limits(values, least: float, most: float) -> tuple[float, float]:
+    """Axis limits around 0 that hold every estimate: at least ±least, at most ±most (intervals past
+    them end in arrows)."""
+    found = [abs(v) for v in values if v is not None and not pd.isna(v)]
+    limit = min(max([least, *found]), most)
+    return -limit - 0.05 * limit, limit + 0.05 * limit
+
+
+def interval(axes: Axes, low, high, y: float, limits: tuple[float, float], colour: str, *, linewidth=1.2) -> None:
+    """A 95% interval as a line; an end past the axis is drawn as an arrow at the edge with its value."""
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return
+    left, right = limits
+    axes.plot([max(low, left), min(high, right)], [y, y], color=colour, linewidth=linewidth, solid_capstyle="butt")
+    for value, edge, marker, align, offset in ((low, left, "<", "left", 3), (high, right, ">", "right", -3)):
+        if (value < edge) if marker == "<" else (value > edge):
+            axes.plot(edge, y, marker=marker, color=colour, markersize=3.5, clip_on=False)
+            axes.annotate(f"{value:.2f}", (edge, y), xytext=(offset, 3), textcoords="offset points", ha=align,
+                          va="bottom", fontsize=5.5, color=colour)  # fmt: skip
+
+
+def height(rows: int, extra: float) -> float:
+    """A figure's height for this many rows, plus `extra` inches of axes, labels and legend."""
+    return ROW_HEIGHT * rows + extra
