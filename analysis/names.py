@@ -115,6 +115,15 @@ BUILTIN_COLUMNS = ("bleu2", "bleu2_reverse", "rougeL", "chrf", "chrf_reverse")
 METRICS_ALGORITHM_VERSION = 1
 
 
+def metric_caption(entry: dict) -> str:
+    """A metric sensitivity figure's one-sentence caption (entry: its metric's title and perfect score)."""
+    perfect = "" if entry.get("perfect") is None else f"; the dashed line is a perfect score ({entry['perfect']:g})"
+    return (
+        f"{entry['title']} of each Task 2 pair, clinically equivalent (Equivalent or Minor Discrepancy) against "
+        f"Major Discrepancy, per variation: box and whiskers (quartiles, 1.5 IQR) with the pairs as points{perfect}."
+    )
+
+
 def figure_name(metric: str, direction: str) -> str:
     """A metric sensitivity figure's name."""
     return f"metric_{metric}_reverse" if direction == REVERSE else f"metric_{metric}"

@@ -57,6 +57,15 @@ def number(value, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def duration(seconds: float) -> str:
+    """A reading time in the unit that shows the differences: tenths of a second below a minute
+    ("0.4 s", "37.2 s"), minutes and seconds above ("2 min 05 s")."""
+    if seconds < 59.95:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
 def p_value(value) -> str:
     if value is None:
         return "n/a"

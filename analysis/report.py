@@ -1,8 +1,15 @@
-"""Write a study's results to a folder: tables as CSV, figures, results.md and results.json.
+"""Write a study's results to a folder: the summary and methods in words, figures, and every table.
 
 The same folder is what `manage.py analyze_release` writes and what the Results page's download
-zips. An undefined number is an empty CSV field, null in JSON and "n/a" in results.md, with the
-reason in the row's note.
+zips:
+- summary.md: the study's answers, a paragraph per question, with numbers and intervals;
+- methods.md: each method with its references and the versions of the packages that computed it;
+- results.md: the summary, each figure with its title and caption, and the list of tables;
+- figures/<name>.svg|png|pdf;
+- tables/<name>.csv: tidy, one row per group and number, with the keys to join on; an undefined
+  number is an empty field, with the reason in the row's note;
+- tables/<name>.md and .tex (booktabs): the tables as the Results page shows them, with labels;
+- results.json: every number (null where undefined).
 """
 
 import json
@@ -10,60 +17,85 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import presentation, sensitivity_presentation, writeup
 from analysis.figures import figure_names, render_figures
-from analysis.names import TABLE_TITLES, TITLES
+from analysis.judge_presentation import judges_section
+from analysis.names import CAPTIONS, FIGURES, JUDGE_FIGURES, TITLES
 from analysis.results import Results
 
 
 def write_results(results: Results, outdir: str | Path) -> Path:
-    """Write tables/<name>.csv, figures/<name>.svg|png, results.md and results.json into outdir."""
+    """Write summary.md, methods.md, results.md, results.json, tables/ and figures/ into outdir."""
     outdir = Path(outdir)
     (outdir / "tables").mkdir(parents=True, exist_ok=True)
     for name, table in results.tables.items():
         table.to_csv(outdir / "tables" / f"{name}.csv", index=False, na_rep="", lineterminator="\n")
+    shown = presented_tables(results.document)
+    for table in shown:
+        (outdir / "tables" / f"{table['name']}.md").write_text(markdown_table(table), encoding="utf-8")
+        (outdir / "tables" / f"{table['name']}.tex").write_text(latex_table(table), encoding="utf-8")
     render_figures(results, outdir / "figures")
     (outdir / "results.json").write_text(
         json.dumps(results.document, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
     )
-    (outdir / "results.md").write_text(markdown(results), encoding="utf-8")
+    (outdir / "summary.md").write_text(writeup.summary_markdown(results.document), encoding="utf-8")
+    (outdir / "methods.md").write_text(writeup.methods(results.document), encoding="utf-8")
+    (outdir / "results.md").write_text(markdown(results, shown), encoding="utf-8")
     return outdir
 
 
-def markdown(results: Results) -> str:
+def presented_tables(document: dict) -> list[dict]:
+    """Every table as the Results page shows it (caption, columns, rows of text, name)."""
+    figures = {name: {} for name in FIGURES + JUDGE_FIGURES}
+    tables = [table for section in presentation.sections(document, figures) for table in section["tables"]]
+    judges = judges_section(document, figures)
+    if judges:
+        tables += judges["tables"]
+    metrics = sensitivity_presentation.section(document, lambda name, fmt: "")
+    if metrics:
+        tables += [
+            {"name": metric["id"], "caption": metric["caption"], "columns": metric["columns"], "rows": metric["rows"]}
+            for metric in metrics["metrics"]
+        ]
+    return tables
+
+
+def markdown(results: Results, shown: list[dict]) -> str:
     document = results.document
-    filters = document["filters"]
-    lines = [
-        "# Study results",
-        "",
-        f"Source: {document['source']}. Dataset: {filters['dataset'] or 'all'}. Task: {filters['task'] or 'both'}. "
-        f"Bootstrap seed: {document['seed']}.",
-        "",
-    ]
-    for task, counts in document["counts"].items():
-        described = ", ".join(f"{value} {key}" for key, value in counts.items())
-        lines.append(f"- {'Task 1 (realism)' if task == 'task1' else 'Task 2 (equivalence)'}: {described}.")
-    lines += ["", "## Methods", ""]
-    lines += [f"- **{name}**: {text}" for name, text in document["methods"].items()]
-    lines += ["", "## Figures", ""]
+    lines = ["# Study results", "", writeup._scope(document), "", "Methods and references: `methods.md`.", ""]
+    for heading, paragraph in writeup.summary(document):
+        lines += [f"## {heading}", "", paragraph, ""]
+    lines += ["## Figures", ""]
     for name in figure_names(results):
-        lines += [f"![{TITLES[name]}](figures/{name}.png)", ""]
-    for name, table in results.tables.items():
-        lines += [f"## {TABLE_TITLES.get(name, name)}", "", f"`tables/{name}.csv`", "", *_table(table), ""]
+        lines += [f"![{TITLES[name]}](figures/{name}.png)", "", f"*{TITLES[name]}.* {CAPTIONS[name]}", ""]
+        lines += [f"Files: `figures/{name}.png` (300 dpi), `.svg`, `.pdf`.", ""]
+    lines += ["## Tables", ""]
+    lines += [f"- {table['caption']}: `tables/{table['name']}.md`, `tables/{table['name']}.tex`" for table in shown]
+    lines += ["", "Tidy tables with the keys to join on, one row per group and number: `tables/*.csv`.", ""]
     return "\n".join(lines)
 
 
-def _table(table: pd.DataFrame) -> list[str]:
-    if table.empty:
-        return ["(no rows)"]
-    header = "| " + " | ".join(table.columns) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    rows = ["| " + " | ".join(_cell(value) for value in row) + " |" for row in table.itertuples(index=False)]
-    return [header, rule, *rows]
+def markdown_table(table: dict) -> str:
+    """A presented table as Markdown: its caption, then a pipe table."""
+    header = "| " + " | ".join(_cell(column) for column in table["columns"]) + " |"
+    rule = "|" + "|".join("---" for _ in table["columns"]) + "|"
+    rows = ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in table["rows"]]
+    return "\n".join([f"**{table['caption']}**", "", header, rule, *(rows or ["| (no rows) |"])]) + "\n"
+
+
+def latex_table(table: dict) -> str:
+    """A presented table as LaTeX: a booktabs tabular with its caption (pandas' to_latex, text escaped)."""
+    frame = pd.DataFrame(table["rows"], columns=table["columns"])
+    # to_latex escapes the cells and the header, not the caption.
+    caption = "".join(LATEX_SPECIAL.get(character, character) for character in table["caption"])
+    return frame.to_latex(index=False, escape=True, caption=caption, label=f"tab:{table['name']}", position="htbp")
+
+
+LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+}  # fmt: skip
 
 
 def _cell(value) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.4g}"
     return str(value).replace("|", "\\|").replace("\n", " ")

@@ -44,15 +44,6 @@ def figure_names(sensitivity: Sensitivity) -> dict[str, dict]:
     return names
 
 
-def caption(entry: dict) -> str:
-    """A figure's one-sentence caption, written beside it."""
-    perfect = "" if entry.get("perfect") is None else f"; the dashed line is a perfect score ({entry['perfect']:g})"
-    return (
-        f"{entry['title']} of each Task 2 pair, clinically equivalent (Equivalent or Minor Discrepancy) against "
-        f"Major Discrepancy, per variation: box and whiskers (quartiles, 1.5 IQR) with the pairs as points{perfect}."
-    )
-
-
 def render(sensitivity: Sensitivity, name: str, fmt: str = "svg", variations: dict | None = None) -> bytes:
     if name not in figure_names(sensitivity):
         raise ValueError(f"figure {name!r}: unknown.")

@@ -1,6 +1,6 @@
 """The metric sensitivity document (analysis.sensitivity) laid out for the Results page: nothing is computed here."""
 
-from analysis.names import DIRECTIONS, LEVELS, figure_name, group_label, variation_labels
+from analysis.names import DIRECTIONS, LEVELS, figure_name, group_label, metric_caption, variation_labels
 from analysis.presentation import number
 
 COLUMNS = [
@@ -57,8 +57,11 @@ def section(document: dict, figure_url) -> dict | None:
                 "caption": f"{entry['title']} ({DIRECTIONS[entry['direction']]}; perfect score {perfect})",
                 "columns": COLUMNS,
                 "rows": rows,
-                "svg": figure_url(name, "svg"),
-                "png": figure_url(name, "png"),
+                "figure": {
+                    "title": f"{entry['title']}, {DIRECTIONS[entry['direction']]}",
+                    "caption": metric_caption(entry),
+                    **{fmt: figure_url(name, fmt) for fmt in ("svg", "png", "pdf")},
+                },
             }
         )
     return {"methods": sensitivity["methods"], "metrics": metrics}

@@ -14,10 +14,10 @@ import pandas as pd
 from analysis.frames import ReleaseFrames
 from analysis.metric_import import MetricFile
 from analysis.metrics import MetricCache, Progress
-from analysis.names import IMPORTED
+from analysis.names import IMPORTED, metric_caption
 from analysis.results import Results, in_taxonomy_order
 from analysis.sensitivity import KEY, SCORES, Sensitivity, builtin_scores, release_pair_texts, sensitivity
-from analysis.sensitivity_figures import caption, figure_names, render_all
+from analysis.sensitivity_figures import figure_names, render_all
 from annotation.importing import ImportProblem, ImportRejected
 
 TABLE = "metric_sensitivity"
@@ -45,7 +45,7 @@ def write_sensitivity(result: Sensitivity, outdir: str | Path, variations: dict 
             lines += [
                 f"![{entry['figure_title']}](figures/{name}.png)",
                 "",
-                f"*{entry['figure_title']}.* {caption(entry)}",
+                f"*{entry['figure_title']}.* {metric_caption(entry)}",
                 "",
             ]
         lines += ["", "Per-pair scores with their consensus rating: `tables/metric_scores.csv`.", ""]

@@ -146,6 +146,11 @@ class ResultsState:
         path = self.folder / "analysis" / "figures" / f"{name}.{fmt}" if self.folder else None
         return path if path and path.is_file() else None
 
+    def table(self, name: str, fmt: str) -> Path | None:
+        """A table's file (tables/<name>.csv, .md or .tex) of the computed results, if it exists."""
+        path = self.folder / "analysis" / "tables" / f"{name}.{fmt}" if self.folder else None
+        return path if path and path.is_file() else None
+
     def zip_file(self) -> Path | None:
         path = self.folder / "results.zip" if self.folder else None
         return path if path and path.is_file() else None

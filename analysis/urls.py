@@ -7,6 +7,11 @@ urlpatterns = [
     path("studies/<slug:slug>/results/download/", views.results_download, name="results_download"),
     path("studies/<slug:slug>/results/metric-scores/", views.results_metric_scores, name="results_metric_scores"),
     path(
+        "studies/<slug:slug>/results/tables/<str:name>.<str:fmt>",
+        views.results_table,
+        name="results_table",
+    ),
+    path(
         "studies/<slug:slug>/results/figures/<str:name>.<str:fmt>",
         views.results_figure,
         name="results_figure",

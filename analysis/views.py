@@ -11,10 +11,10 @@ from django.utils.csp import CSP
 from django.views.decorators.csp import csp_override
 from django.views.decorators.http import require_GET, require_POST
 
-from analysis import presentation, sensitivity_presentation
+from analysis import presentation, sensitivity_presentation, writeup
 from analysis.forms import MetricScoresForm
 from analysis.judge_presentation import judges_section
-from analysis.names import FIGURES, JUDGE_FIGURES, TITLES
+from analysis.names import CAPTIONS, FIGURES, JUDGE_FIGURES, TITLES
 from analysis.reader_keys import reader_keys
 from analysis.services import (
     TASKS,
@@ -35,7 +35,7 @@ from annotation.roles import has_role
 
 BAD_REQUEST = 400
 METRIC_FIGURE = re.compile(r"metric_[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}")
-CONTENT_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
+CONTENT_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
 # A figure is an image: no scripts, and matplotlib's SVG styles itself inline.
 FIGURE_CSP = {"default-src": [CSP.NONE], "style-src": [CSP.UNSAFE_INLINE], "frame-ancestors": [CSP.NONE]}
 
@@ -67,13 +67,14 @@ def _context(study: Study, state: ResultsState | None, user: AbstractBaseUser, *
     figures = {
         name: {
             "title": TITLES[name],
-            "svg": reverse("results_figure", args=[study.slug, name, "svg"]) + query,
-            "png": reverse("results_figure", args=[study.slug, name, "png"]) + query,
+            "caption": CAPTIONS[name],
+            **{fmt: reverse("results_figure", args=[study.slug, name, fmt]) + query for fmt in CONTENT_TYPES},
         }
         for name in FIGURES + JUDGE_FIGURES
     }
     context |= {
         "document": document,
+        "summary": writeup.summary(document),
         "sections": presentation.sections(document, figures),
         "metric_section": sensitivity_presentation.section(
             document, lambda name, fmt: reverse("results_figure", args=[study.slug, name, fmt]) + query
@@ -82,12 +83,40 @@ def _context(study: Study, state: ResultsState | None, user: AbstractBaseUser, *
         "download_url": reverse("results_download", args=[study.slug]) + query,
         "api_url": reverse("api_study_results", args=[study.slug]) + query,
     }
+    table_url = lambda name, fmt: reverse("results_table", args=[study.slug, name, fmt]) + query  # noqa: E731
+    _add_table_files(context, document, table_url)
     if context["is_coordinator"]:
         usernames = _usernames(study)
-        context["readers"] = [
-            {**reader, "username": usernames.get(reader["reader"], "")} for reader in state.reader_quality()
+        readers = [
+            {
+                **reader,
+                "username": usernames.get(reader["reader"], ""),
+                "median_time": None
+                if reader["median_seconds"] is None
+                else presentation.duration(reader["median_seconds"]),
+            }
+            for reader in state.reader_quality()
         ]
+        # By account name: the order a coordinator looks a reader up in (the analysis orders them by key).
+        context["readers"] = sorted(readers, key=lambda reader: (reader["username"] == "", reader["username"]))
     return context
+
+
+def _add_table_files(context: dict, document: dict, url) -> None:
+    """Each table's downloads: its tidy CSV (where one holds its numbers), and the table as shown in
+    Markdown and LaTeX."""
+
+    def files(name: str) -> list[tuple[str, str]]:
+        tidy = name.replace("-", "_")
+        tidy = tidy if tidy in document["tables"] else ("metric_sensitivity" if name.startswith("metric_") else "")
+        shown = [("Markdown", url(name, "md")), ("LaTeX", url(name, "tex"))]
+        return ([("CSV", url(tidy, "csv"))] if tidy else []) + shown
+
+    tables = [table for section in context["sections"] for table in section["tables"]]
+    tables += context["judges_section"]["tables"] if context["judges_section"] else []
+    tables += context["metric_section"]["metrics"] if context["metric_section"] else []
+    for table in tables:
+        table["files"] = files(table.get("name") or table.get("id"))
 
 
 def _usernames(study: Study) -> dict[str, str]:
@@ -131,6 +160,33 @@ def results_figure(request: HttpRequest, slug: str, name: str, fmt: str) -> File
     if path is None:
         raise Http404("These results have not been computed yet.")
     response = FileResponse(path.open("rb"), content_type=CONTENT_TYPES[fmt])
+    response["Cache-Control"] = "private, no-cache"
+    return response
+
+
+# The tables' files: tidy CSV with keys, and the page's tables as Markdown and LaTeX (analysis.report).
+TABLE_TYPES = {"csv": "text/csv", "md": "text/markdown", "tex": "application/x-tex"}
+TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}")
+
+
+@require_GET
+@role_required(Role.COORDINATOR, Role.DATA_MANAGER)
+def results_table(request: HttpRequest, slug: str, name: str, fmt: str) -> FileResponse:
+    """One table of the computed results as a file to download (CSV, Markdown or LaTeX)."""
+    study = get_object_or_404(Study, slug=slug)
+    if not TABLE_NAME.fullmatch(name) or fmt not in TABLE_TYPES:
+        raise Http404("No such table.")
+    try:
+        scope = _scope(request, study)
+    except ResultsRefused as refused:
+        raise Http404(str(refused)) from None
+    path = results_state(study, scope).table(name, fmt)
+    if path is None:
+        raise Http404("No such table in these results (or they have not been computed yet).")
+    filename = f"{study.slug}-{scope.name}-{name}.{fmt}"
+    response = FileResponse(
+        path.open("rb"), as_attachment=True, filename=filename, content_type=f"{TABLE_TYPES[fmt]}; charset=utf-8"
+    )
     response["Cache-Control"] = "private, no-cache"
     return response
 

@@ -1,11 +1,15 @@
 import json
+import struct
+from importlib.metadata import version
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from analysis.figures import FIGURES
+from analysis.names import CAPTIONS
 from analysis.release_folder import read_release
 from analysis.results import analyze
+from analysis.writeup import summary_markdown
 from tests.analysis.helpers import make_frames, write_release
 
 PLAN1 = [
@@ -40,10 +44,27 @@ def test_it_writes_tables_figures_results_md_and_json_from_files_alone(release, 
         assert (out / "tables" / f"{name}.csv").is_file()
     for name in FIGURES:
         assert (out / "figures" / f"{name}.svg").read_bytes().startswith(b"<?xml")
-        assert (out / "figures" / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+        png = (out / "figures" / f"{name}.png").read_bytes()
+        assert png.startswith(b"\x89PNG")
+        # 300 dpi: the pHYs chunk holds pixels per metre (300 / 0.0254 = 11811).
+        assert struct.unpack(">II", png[png.index(b"pHYs") + 4 : png.index(b"pHYs") + 12]) == (11811, 11811)
+        assert (out / "figures" / f"{name}.pdf").read_bytes().startswith(b"%PDF")
     markdown = (out / "results.md").read_text()
     assert "![Task 1, realism: consensus ratings per variation](figures/task1_ratings.png)" in markdown
-    assert "| overall | all | original | Realistic | 0 | 2 | 8 | 25 |  |" in markdown
+    assert f"*Task 1, realism: consensus ratings per variation.* {CAPTIONS['task1_ratings']}" in markdown
+    # The tables as shown, by label, in Markdown and LaTeX (booktabs, escaped); the tidy CSV keeps keys.
+    shown = (out / "tables" / "task1_ratings.md").read_text()
+    assert "| Overall | All | original | 2 (25.0%) | 2 (25.0%) | 4 (50.0%) | 8 |" in shown
+    assert "| Variation | Terminology |" in shown and "terminology" not in shown
+    latex = (out / "tables" / "task1_realistic.tex").read_text()
+    assert "\\toprule" in latex and "\\midrule" in latex and "\\bottomrule" in latex
+    assert "\\caption{Task 1, realism: proportion rated Realistic (Wilson 95\\% CI)}" in latex
+    assert "terminology" in (out / "tables" / "task1_ratings.csv").read_text()
+    # The summary and the methods, beside them.
+    assert (out / "summary.md").read_text() == summary_markdown(document)
+    methods_text = (out / "methods.md").read_text()
+    assert "Holm S. A simple sequentially rejective multiple test procedure" in methods_text
+    assert f"- scipy {version('scipy')}" in methods_text and f"- statsmodels {version('statsmodels')}" in methods_text
 
 
 def test_the_same_release_gives_the_same_files(release, tmp_path):

@@ -197,3 +197,10 @@ def test_it_refuses_a_release_which_has_no_reads():
 
     with pytest.raises(ValueError, match="live study's reads"):
         reader_quality(release)
+
+
+def test_reading_times_are_shown_in_the_unit_that_shows_their_differences():
+    from analysis.presentation import duration
+
+    assert [duration(s) for s in (0.04, 0.44, 9.96, 37.25, 59.94)] == ["0.0 s", "0.4 s", "10.0 s", "37.2 s", "59.9 s"]
+    assert [duration(s) for s in (59.96, 125.4, 3600)] == ["1 min 00 s", "2 min 05 s", "60 min 00 s"]

@@ -172,9 +172,47 @@ def test_once_computed_it_shows_every_table_with_the_documents_numbers(
     shown = list(dict.fromkeys(row[1] for row in rows if row[0] == "Variation"))
     assert shown == [escape(label) for label in labels.values()], shown
     assert "Structure &lt;em&gt;as&lt;/em&gt; a template" in html
+    # Reader quality: by account name, as the page says, with times in tenths of a second.
+    readers = _table_rows(html, "reader-quality")
+    names = [row[0] for row in readers]
+    assert len(names) >= 2 and names == sorted(names), names
+    assert "Readers in the order of their account names" in html
+    assert all(re.fullmatch(r"\d+\.\d s|\d+ min \d\d s|n/a: .+", row[5]) for row in readers), readers
     for key in labels:
         assert f">{key}<" not in html, key
     assert "Task 1: 4 examples, 2 pairs, 9 annotations" in re.sub(r"\s+", " ", html)
+
+
+def test_the_page_says_what_the_study_found_first_then_figures_and_collapsed_tables_to_download(
+    client, coordinator, data_manager, django_capture_on_commit_callbacks
+):
+    study = rated_study()
+    client.force_login(coordinator)
+    html = computed(client, study, django_capture_on_commit_callbacks).content.decode()
+
+    summary = html.index('id="summary-heading"')
+    assert summary < html.index('id="task1-heading"') < html.index('id="agreement-heading"')
+    assert "Of 2 original reports" in html and "Of 2 pairs" in html
+    assert "<details" in html and not re.search(r"<details[^>]*\bopen\b", html)
+    assert html.count('<figure class="result-figure">') >= 5 and "PNG, 300 dpi" in html
+    for fmt in ("png", "svg", "pdf"):
+        assert reverse("results_figure", args=[study.slug, "task1_forest", fmt]) in html
+
+    # Each table downloads as its tidy CSV and as shown, in Markdown and LaTeX.
+    client.force_login(data_manager)
+    for name, fmt, expected in (
+        ("task1_ratings", "csv", "level,group,report_type,rating"),
+        ("task1_ratings", "md", "| Overall | All | original |"),
+        ("task1_ratings", "tex", "\\toprule"),
+    ):
+        url = reverse("results_table", args=[study.slug, name, fmt])
+        assert url in html
+        response = client.get(url)
+        assert response.status_code == 200, (name, fmt)
+        assert f'filename="{study.slug}-all--both-{name}.{fmt}"' in response["Content-Disposition"]
+        assert expected in b"".join(response.streaming_content).decode()
+    for name, fmt in (("task1_ratings", "json"), ("nope", "csv"), ("..%2Fresults", "csv")):
+        assert client.get(f"/studies/{study.slug}/results/tables/{name}.{fmt}").status_code == 404, (name, fmt)
 
 
 def _table_rows(html: str, name: str) -> list[list[str]]:
@@ -337,6 +375,8 @@ def test_the_download_is_the_whole_analysis_without_reader_quality(
     archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
     names = {name.split("/", 1)[1] for name in archive.namelist()}
     assert {"results.json", "results.md", "tables/agreement.csv", "figures/task1_forest.png"} <= names
+    assert {"summary.md", "methods.md", "figures/task1_forest.pdf", "figures/task1_forest.svg"} <= names
+    assert {"tables/task1_ratings.md", "tables/task1_ratings.tex"} <= names
     assert not any("reader" in name for name in names)
     usernames = set(Annotation.objects.filter(example__study=study).values_list("reader__username", flat=True))
     keys = {

@@ -606,6 +606,7 @@ MATRIX: dict[tuple[str, str], Entry] = {
     ),
     ("results_download", "get"): Entry(COORDINATORS_AND_DATA_MANAGERS, 404, _s1("results/download/")),
     ("results_figure", "get"): Entry(COORDINATORS_AND_DATA_MANAGERS, 404, _s1("results/figures/forest.svg")),
+    ("results_table", "get"): Entry(COORDINATORS_AND_DATA_MANAGERS, 404, _s1("results/tables/agreement.csv")),
     # Importing metric scores is the coordinator's (the data manager only reads the results).
     ("results_metric_scores", "post"): Entry(
         COORDINATORS,
