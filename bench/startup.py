@@ -1,6 +1,6 @@
 """How fast ReadingRoom starts, beside an empty Django project on the same machine in the same run.
 
-    .venv/bin/python bench/startup.py [--runs 7] [--demo] [--cold] [--suite]
+    .venv/bin/python bench/startup.py [--runs 7] [--demo] [--cold] [--results] [--suite]
 
 - `manage.py check`: ReadingRoom's against an empty Django project's (`django-admin startproject`,
   same interpreter, same Django), run in turns, median wall and CPU time, and their ratio. Beside
@@ -10,6 +10,11 @@
 - `--demo`: a fresh clone of this repository's HEAD in a temporary folder, then `bin/demo` until it
   answers on its port: wall time from clone to serving, with the install step's own line. Warm
   package caches unless `--cold` (an empty uv cache for the clone, as a first install would have).
+- `--results`: the demo study's results, each in a fresh process on a fresh SQLite database (migrate,
+  load_demo --with-ratings, export_release): `manage.py analyze_release` on the demo release and
+  `manage.py compute_results --study demo` (every table, figure in SVG, PNG and PDF, summary and
+  methods), median wall and CPU time of --runs runs and their ratio to the empty project's check
+  (targets: at most 10 s and 15x on a quiet machine).
 - `--suite`: `bin/test` as CI runs it (HYPOTHESIS_PROFILE=ci) on SQLite and on the PostgreSQL server
   of DATABASE_URL (default postgres://postgres@127.0.0.1:5432/readingroom), and `bin/test --fast`
   on SQLite: wall time of each.
@@ -20,6 +25,7 @@ Prints the load average before and after: the machine is shared, and the ratios 
 import argparse
 import os
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -100,7 +106,7 @@ def project(folder: Path, name: str, *, stack: bool) -> Path:
     return where
 
 
-def check_against_empty_project(runs: int) -> None:
+def check_against_empty_project(runs: int) -> float:
     with tempfile.TemporaryDirectory() as folder:
         empty = project(Path(folder), "empty", stack=False)
         floor = project(Path(folder), "stack", stack=True)
@@ -123,6 +129,31 @@ def check_against_empty_project(runs: int) -> None:
     for peer, note in (("empty project", "   (target: at most 1.5)"), ("stack only", "")):
         wall_ratio, cpu_ratio = ours[0] / medians[peer][0], ours[1] / medians[peer][1]
         print(f"  ratio to {peer:<13} wall {wall_ratio:5.2f}   CPU {cpu_ratio:5.2f}{note}")
+    return medians["empty project"][0]
+
+
+def demo_results(runs: int, empty_check: float) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "DEBUG": "1", "LOG_LEVEL": "WARNING", "DATABASE_URL": f"sqlite:///{folder}/db.sqlite3"}
+        env["READINGROOM_RESULTS_DIR"] = f"{folder}/results"
+        manage = [PYTHON, "manage.py"]
+        for command in (["migrate"], ["load_demo", "--with-ratings"]):
+            subprocess.run(manage + command, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        release = f"{folder}/release"
+        export = [*manage, "export_release", "--study", "demo", "--out", release, "--no-progress"]
+        subprocess.run(export, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        commands = {
+            "analyze_release (demo release)": lambda n: [*manage, "analyze_release", release, "--out", f"{folder}/{n}"],
+            "compute_results --study demo": lambda n: [*manage, "compute_results", "--study", "demo"],
+        }
+        for name, command in commands.items():
+            times = []
+            for n in range(runs):
+                shutil.rmtree(f"{folder}/results", ignore_errors=True)  # nothing computed before
+                times.append(timed(command(n), cwd=ROOT, env=env))
+            wall, cpu = statistics.median(w for w, _ in times), statistics.median(c for _, c in times)
+            print(f"  {name:<32} wall {wall:6.2f} s   CPU {cpu:6.2f} s   {wall / empty_check:5.1f}x the empty check"
+                  "   (targets: 10 s, 15x)")  # fmt: skip
 
 
 def free_port() -> int:
@@ -193,9 +224,12 @@ def main() -> None:
     parser.add_argument("--demo", action="store_true")
     parser.add_argument("--cold", action="store_true")
     parser.add_argument("--suite", action="store_true")
+    parser.add_argument("--results", action="store_true")
     options = parser.parse_args()
     print(f"load average before: {load()}   ({os.cpu_count()} cores)")
-    check_against_empty_project(options.runs)
+    empty_check = check_against_empty_project(options.runs)
+    if options.results:
+        demo_results(min(options.runs, 3), empty_check)
     if options.demo or options.cold:
         demo_from_a_fresh_clone(cold=options.cold)
     if options.suite:
