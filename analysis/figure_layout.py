@@ -180,8 +180,8 @@ def right_labels(axes: Axes, ys: list[float], texts: list[str], header: str = ""
 
 
 def symmetric_limits(values, least: float, most: float) -> tuple[float, float]:
-    """Axis limits around 0 that hold every estimate: at least ±least, at most ±most (intervals past
-    them end in arrows)."""
+    """Axis limits around 0 that hold every value given (estimates and interval ends): at least
+    ±least, at most ±most (an interval past them ends in an arrow)."""
     found = [abs(v) for v in values if v is not None and not pd.isna(v)]
     limit = min(max([least, *found]), most)
     return -limit - 0.05 * limit, limit + 0.05 * limit

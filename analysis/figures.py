@@ -171,7 +171,7 @@ def _forest(results: Results, table_name: str, estimate: str, most: float, xlabe
     if table is None or not (table["n_pairs"] > 0).any():
         return empty_figure("No Task 1 pairs with a consensus for both reports yet.")
     table = table[table["level"].isin(["variation", "overall"])]
-    limits = symmetric_limits(table[estimate], 0.5, most)
+    limits = symmetric_limits([*table[estimate], *table["ci_low"], *table["ci_high"]], 0.5, most)
     rows = lines(table, variation_labels(results.document))
     by_group = {(row.level, row.group): row for row in table.itertuples()}
     figure = new_figure(DOUBLE_COLUMN, height(len(rows), 0.75))

@@ -135,7 +135,9 @@ def _points(row: dict) -> str:
 def _p(value) -> str:
     if value is None:
         return "not tested"
-    return "P < .001" if value < 0.001 else f"P = {value:.3f}".replace("0.", ".", 1)
+    if value < 0.001:
+        return "P < .001"
+    return "P > .99" if value > 0.99 else f"P = {value:.3f}".replace("0.", ".", 1)
 
 
 def _overall(rows: list[dict], **match) -> dict | None:
