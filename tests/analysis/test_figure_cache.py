@@ -3,14 +3,19 @@ drawing again, in every format from one drawing; other data, labels or margins, 
 drawn; figures drawn in parallel processes are byte for byte those drawn in this one."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from analysis import figure_cache, figure_layout, figures
+from analysis import figure_cache, figures
 from analysis.figure_layout import FORMATS
-from analysis.figures import render_figure, render_figures
+from analysis.figures import render_figure
 from analysis.results import Margins, analyze
 from tests.analysis.helpers import make_frames
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -82,25 +87,38 @@ def test_a_cached_figure_is_the_figure_drawn_afresh():
     assert render_figure(_results(), "task1_forest", "svg") == cached
 
 
-def test_figures_drawn_in_parallel_processes_are_those_drawn_in_this_one(tmp_path, monkeypatch):
+# Run in a fresh interpreter: a test worker has threads (a fork there could deadlock), a command has none.
+PARALLEL = """
+import sys
+import django
+django.setup()
+from analysis import figure_layout
+from analysis.figures import render_figures
+from tests.analysis.test_figure_cache import _results
+pools = []
+real_pool = figure_layout.ProcessPoolExecutor
+def pool(*args, **kwargs):
+    pools.append(kwargs["max_workers"])
+    return real_pool(*args, **kwargs)
+figure_layout.ProcessPoolExecutor = pool
+render_figures(_results(), sys.argv[1])
+print(pools)
+"""
+
+
+def test_figures_drawn_in_parallel_processes_are_those_drawn_in_this_one(tmp_path):
     results = _results()
     figure_cache.clear()
     serial = {name: {fmt: render_figure(results, name, fmt) for fmt in FORMATS} for name in figures.FIGURES}
     figure_cache.clear()
-    forks = []
-    monkeypatch.setattr(figure_layout.threading, "active_count", lambda: 1)  # as in a command's process
-    real_pool = figure_layout.ProcessPoolExecutor
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_test", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(  # noqa: S603 (this interpreter, our own script)
+        [sys.executable, "-c", PARALLEL, str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
 
-    def pool(*args, **kwargs):
-        forks.append(kwargs["max_workers"])
-        return real_pool(*args, **kwargs)
-
-    monkeypatch.setattr(figure_layout, "ProcessPoolExecutor", pool)
-    written = render_figures(results, tmp_path)
-
-    assert forks == [min(len(figures.FIGURES), os.cpu_count())] or os.cpu_count() == 1
-    assert sorted(path.name for path in written) == sorted(f"{n}.{f}" for n in figures.FIGURES for f in FORMATS)
+    assert done.stdout.strip() == str([min(len(figures.FIGURES), os.cpu_count())]), done.stdout  # forked
+    written = sorted(path.name for path in tmp_path.iterdir())
+    assert written == sorted(f"{n}.{f}" for n in figures.FIGURES for f in FORMATS)
     for name, formats in serial.items():
         for fmt, data in formats.items():
             assert (tmp_path / f"{name}.{fmt}").read_bytes() == data, (name, fmt)
-    figure_cache.clear()
