@@ -1,6 +1,7 @@
 """A study's Results page (coordinators and data managers), its figures and its download."""
 
 import re
+from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser
@@ -145,20 +146,29 @@ def study_results(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "analysis/study_results.html", context)
 
 
-@require_GET
-@csp_override(FIGURE_CSP)
-@role_required(Role.COORDINATOR, Role.DATA_MANAGER)
-def results_figure(request: HttpRequest, slug: str, name: str, fmt: str) -> FileResponse:
+def _computed_file(request: HttpRequest, slug: str, find, missing: str) -> tuple[Study, Scope, Path]:
+    """The study, the request's scope and a file of its computed results (`find(state)`); 404 where
+    the study, the scope or the file is not there."""
     study = get_object_or_404(Study, slug=slug)
-    if (name not in FIGURES + JUDGE_FIGURES and not METRIC_FIGURE.fullmatch(name)) or fmt not in CONTENT_TYPES:
-        raise Http404("No such figure.")
     try:
         scope = _scope(request, study)
     except ResultsRefused as refused:
         raise Http404(str(refused)) from None
-    path = results_state(study, scope).figure(name, fmt)
+    path = find(results_state(study, scope))
     if path is None:
-        raise Http404("These results have not been computed yet.")
+        raise Http404(missing)
+    return study, scope, path
+
+
+@require_GET
+@csp_override(FIGURE_CSP)
+@role_required(Role.COORDINATOR, Role.DATA_MANAGER)
+def results_figure(request: HttpRequest, slug: str, name: str, fmt: str) -> FileResponse:
+    if (name not in FIGURES + JUDGE_FIGURES and not METRIC_FIGURE.fullmatch(name)) or fmt not in CONTENT_TYPES:
+        raise Http404("No such figure.")
+    _, _, path = _computed_file(
+        request, slug, lambda state: state.figure(name, fmt), "These results have not been computed yet."
+    )
     response = FileResponse(path.open("rb"), content_type=CONTENT_TYPES[fmt])
     response["Cache-Control"] = "private, no-cache"
     return response
@@ -173,16 +183,14 @@ TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}")
 @role_required(Role.COORDINATOR, Role.DATA_MANAGER)
 def results_table(request: HttpRequest, slug: str, name: str, fmt: str) -> FileResponse:
     """One table of the computed results as a file to download (CSV, Markdown or LaTeX)."""
-    study = get_object_or_404(Study, slug=slug)
     if not TABLE_NAME.fullmatch(name) or fmt not in TABLE_TYPES:
         raise Http404("No such table.")
-    try:
-        scope = _scope(request, study)
-    except ResultsRefused as refused:
-        raise Http404(str(refused)) from None
-    path = results_state(study, scope).table(name, fmt)
-    if path is None:
-        raise Http404("No such table in these results (or they have not been computed yet).")
+    study, scope, path = _computed_file(
+        request,
+        slug,
+        lambda state: state.table(name, fmt),
+        "No such table in these results (or they have not been computed yet).",
+    )
     filename = f"{study.slug}-{scope.name}-{name}.{fmt}"
     response = FileResponse(
         path.open("rb"), as_attachment=True, filename=filename, content_type=f"{TABLE_TYPES[fmt]}; charset=utf-8"
