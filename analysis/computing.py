@@ -16,12 +16,11 @@ from django.conf import settings
 
 from analysis.live import study_frames, study_imported_scores, study_pair_texts
 from analysis.metrics import MetricCache
-from analysis.names import variation_labels
 from analysis.reader_quality import reader_quality
-from analysis.report import write_results
+from analysis.report import write_analysis
 from analysis.results import Margins, analyze
 from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
-from analysis.sensitivity_report import attach, write_sensitivity
+from analysis.sensitivity_report import attach
 from analysis.services import RESULTS_SEED, Scope, data_version, scope_dir
 from annotation.models import Study
 from exports.services import zip_release
@@ -67,9 +66,7 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
     final = directory / version
     work = Path(tempfile.mkdtemp(prefix=".computing-", dir=directory))
     try:
-        write_results(results, work / "analysis")
-        if metric_sensitivity is not None:
-            write_sensitivity(metric_sensitivity, work / "analysis", variation_labels(results.document))
+        write_analysis(results, work / "analysis", metric_sensitivity)
         (work / "reader_quality.json").write_text(
             json.dumps([dataclasses.asdict(r) for r in readers], ensure_ascii=False), encoding="utf-8"
         )

@@ -23,13 +23,19 @@ _cache: OrderedDict[str, dict[str, bytes]] = OrderedDict()
 _size = 0
 
 
-def content_key(name: str, frames: Iterable[tuple[str, pd.DataFrame]]) -> str:
-    """A hash of a figure's name and data (each frame's name, columns, index and values)."""
-    digest = hashlib.sha256(f"{STYLE}|{matplotlib.__version__}|{name}".encode())
+def digest(frames: Iterable[tuple[str, pd.DataFrame]]) -> str:
+    """A hash of data a figure reads: each frame's name, columns, index and values."""
+    hashed = hashlib.sha256()
     for label, frame in frames:
-        digest.update(f"|{label}|{list(frame.columns)}|{frame.dtypes.astype(str).tolist()}|".encode())
-        digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
-    return digest.hexdigest()
+        hashed.update(f"|{label}|{list(frame.columns)}|{frame.dtypes.astype(str).tolist()}|".encode())
+        hashed.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
+    return hashed.hexdigest()
+
+
+def content_key(name: str, *digests: str) -> str:
+    """A figure's key: its name and the digests of the data it reads (several figures drawn from the
+    same tables share one digest, computed once), with the drawing code's version."""
+    return hashlib.sha256("|".join([str(STYLE), matplotlib.__version__, name, *digests]).encode()).hexdigest()
 
 
 def cached(key: str) -> dict[str, bytes] | None:

@@ -5,6 +5,7 @@ rendering to SVG, PNG (300 dpi) and PDF with the same bytes for the same figure.
 Matplotlib's Agg backend and no pyplot state: safe in a web worker and in a command.
 """
 
+import contextlib
 import io
 import multiprocessing
 import os
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 import matplotlib
 import pandas as pd
+from fontTools import subset
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -67,15 +69,42 @@ def empty_figure(message: str) -> Figure:
 def save(figure: Figure, fmt: str) -> bytes:
     """The figure as SVG, PNG (300 dpi) or PDF bytes."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format=fmt, dpi=DPI, metadata=METADATA[fmt])
+    with _lean_pdf_fonts() if fmt == "pdf" else contextlib.nullcontext():
+        figure.savefig(buffer, format=fmt, dpi=DPI, metadata=METADATA[fmt])
     return buffer.getvalue()
 
 
+# Tables of a TrueType font that a PDF never uses: glyph substitution and positioning (shaping is done
+# before the glyphs are written) and their definitions. Reading them is most of the time fontTools
+# takes to subset DejaVu Sans for each PDF, and they make every PDF larger.
+LAYOUT_TABLES = ["GSUB", "GPOS", "GDEF"]
+
+
+@contextlib.contextmanager
+def _lean_pdf_fonts():
+    """While a PDF is saved, fontTools' subsetter (which matplotlib calls to embed Type 42 fonts) also
+    drops the layout tables; its default list of tables to drop is where fontTools reads them from."""
+    defaults = getattr(subset.Options, "_drop_tables_default", None)
+    if not isinstance(defaults, list):  # another fontTools: its own defaults, the PDF is still right
+        yield
+        return
+    subset.Options._drop_tables_default = defaults + [t for t in LAYOUT_TABLES if t not in defaults]
+    try:
+        yield
+    finally:
+        subset.Options._drop_tables_default = defaults
+
+
 def draw(draw_figure: Callable[[], Figure]) -> dict[str, bytes]:
-    """Draw a figure (a function returning a Figure) once in the results' style, saved in every format."""
+    """Draw a figure (a function returning a Figure) once in the results' style, saved in every format.
+    The layout is solved once, by the first save (PNG, as a page shows it), and the other formats keep
+    it rather than solving it again."""
     with matplotlib.rc_context(STYLE):
         figure = draw_figure()
-        return {fmt: save(figure, fmt) for fmt in FORMATS}
+        saved = {"png": save(figure, "png")}
+        figure.set_layout_engine("none")
+        saved |= {fmt: save(figure, fmt) for fmt in FORMATS if fmt not in saved}
+        return {fmt: saved[fmt] for fmt in FORMATS}
 
 
 # The figures a pool's processes draw: set before they fork, so that each inherits the functions.

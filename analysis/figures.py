@@ -61,17 +61,18 @@ def render_figure(results: Results, name: str, fmt: str = "svg") -> bytes:
         raise ValueError(f"figure {name!r}: unknown; the figures are {', '.join(FIGURES + JUDGE_FIGURES)}.")
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: use svg, png or pdf.")
-    [formats] = render_many(_jobs(results, [name])).values()
+    [formats] = render_many(jobs(results, [name])).values()
     return formats[fmt]
 
 
-def _jobs(results: Results, names) -> dict[str, object]:
+def jobs(results: Results, names) -> dict[str, object]:
     """Each figure's content key -> the function that draws it. A figure reads the results' tables and
     the taxonomy's labels only: the same give the same figure (figure_cache)."""
     variations = pd.DataFrame(results.document.get("variations", []), columns=["key", "label", "dimension"])
     margins = pd.DataFrame([results.document.get("margins", {})])
     frames = [*sorted(results.tables.items()), ("variations", variations), ("margins", margins)]
-    return {figure_cache.content_key(name, frames): partial(_figure_of, results, name) for name in names}
+    tables = figure_cache.digest(frames)
+    return {figure_cache.content_key(name, tables): partial(_figure_of, results, name) for name in names}
 
 
 def _figure_of(results: Results, name: str) -> Figure:
@@ -83,7 +84,7 @@ def render_figures(results: Results, outdir: str | Path) -> list[Path]:
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     names = figure_names(results)
-    drawn = render_many(_jobs(results, names))
+    drawn = render_many(jobs(results, names))
     written = []
     for name, formats in zip(names, drawn.values(), strict=True):
         for fmt, data in formats.items():

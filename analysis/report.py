@@ -17,11 +17,29 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import presentation, sensitivity_presentation, writeup
+from analysis import figures, presentation, sensitivity_figures, sensitivity_presentation, writeup
+from analysis.figure_layout import render_many
 from analysis.figures import figure_names, render_figures
 from analysis.judge_presentation import judges_section
-from analysis.names import CAPTIONS, FIGURES, JUDGE_FIGURES, TITLES
+from analysis.names import CAPTIONS, FIGURES, JUDGE_FIGURES, TITLES, variation_labels
 from analysis.results import Results
+from analysis.sensitivity import Sensitivity
+from analysis.sensitivity_report import write_sensitivity
+
+
+def write_analysis(results: Results, outdir: str | Path, sensitivity: Sensitivity | None = None) -> Path:
+    """The whole results folder: write_results, and the metric sensitivity's scores and figures when
+    there is one (attached to the results before, sensitivity_report.attach). Every figure of both is
+    drawn first, all together, so that the processes that draw them share the work evenly."""
+    variations = variation_labels(results.document)
+    jobs = figures.jobs(results, figure_names(results))
+    if sensitivity is not None:
+        jobs |= sensitivity_figures.jobs(sensitivity, list(sensitivity_figures.figure_names(sensitivity)), variations)
+    render_many(jobs)  # kept by figure_cache, where the writers below find them
+    write_results(results, outdir)
+    if sensitivity is not None:
+        write_sensitivity(sensitivity, outdir, variations)
+    return Path(outdir)
 
 
 def write_results(results: Results, outdir: str | Path) -> Path:

@@ -47,21 +47,22 @@ def figure_names(sensitivity: Sensitivity) -> dict[str, dict]:
 def render(sensitivity: Sensitivity, name: str, fmt: str = "svg", variations: dict | None = None) -> bytes:
     if name not in figure_names(sensitivity):
         raise ValueError(f"figure {name!r}: unknown.")
-    [formats] = render_many(_jobs(sensitivity, [name], variations or {})).values()
+    [formats] = render_many(jobs(sensitivity, [name], variations or {})).values()
     return formats[fmt]
 
 
-def _jobs(sensitivity: Sensitivity, names, variations: dict) -> dict:
+def jobs(sensitivity: Sensitivity, names, variations: dict) -> dict:
     """Each figure's content key -> the function that draws it: a figure reads its entry, the per-pair
     scores and the taxonomy's labels only (figure_cache)."""
     entries = figure_names(sensitivity)
     labels = pd.DataFrame([{"key": key, **value} for key, value in sorted(variations.items())])
+    shared = figure_cache.digest([("scores", sensitivity.scores), ("variations", labels)])
     jobs = {}
     for name in names:
         entry = entries[name]
         entry_frame = pd.DataFrame([{key: str(value) for key, value in sorted(entry.items())}])
-        frames = [("entry", entry_frame), ("scores", sensitivity.scores), ("variations", labels)]
-        jobs[figure_cache.content_key(name, frames)] = partial(_draw, sensitivity, entry, variations)
+        key = figure_cache.content_key(name, figure_cache.digest([("entry", entry_frame)]), shared)
+        jobs[key] = partial(_draw, sensitivity, entry, variations)
     return jobs
 
 
@@ -71,7 +72,7 @@ def render_all(sensitivity: Sensitivity, outdir: str | Path, variations: dict | 
     outdir.mkdir(parents=True, exist_ok=True)
     names = list(figure_names(sensitivity))
     written = []
-    for name, formats in zip(names, render_many(_jobs(sensitivity, names, variations or {})).values(), strict=True):
+    for name, formats in zip(names, render_many(jobs(sensitivity, names, variations or {})).values(), strict=True):
         for fmt, data in formats.items():
             path = outdir / f"{name}.{fmt}"
             path.write_bytes(data)

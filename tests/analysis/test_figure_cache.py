@@ -2,15 +2,20 @@
 drawing again, in every format from one drawing; other data, labels or margins, or another figure, is
 drawn; figures drawn in parallel processes are byte for byte those drawn in this one."""
 
+import io
 import os
+import re
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
+from fontTools.ttLib import TTFont
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from analysis import figure_cache, figures
-from analysis.figure_layout import FORMATS
+from analysis.figure_layout import FORMATS, LAYOUT_TABLES
 from analysis.figures import render_figure
 from analysis.results import Margins, analyze
 from tests.analysis.helpers import make_frames
@@ -85,6 +90,35 @@ def test_a_cached_figure_is_the_figure_drawn_afresh():
     assert render_figure(_results(), "task1_forest", "svg") == cached
     figure_cache.clear()
     assert render_figure(_results(), "task1_forest", "svg") == cached
+
+
+def test_the_layout_is_solved_once_for_every_format(draws, monkeypatch):
+    solved = []
+    execute = ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", lambda self, fig: solved.append(1) or execute(self, fig))
+    render_figure(_results(), "task1_forest", "svg")
+    assert len(solved) == 1
+
+
+def _embedded_fonts(pdf: bytes) -> list[TTFont]:
+    """The TrueType fonts a PDF embeds: its FontFile2 streams (Flate-compressed), read by fontTools."""
+    fonts = []
+    for header, body in re.findall(rb"<<([^>]*?/Length1 [^>]*?)>>\s*stream\r?\n(.*?)\r?\nendstream", pdf, re.S):
+        data = zlib.decompress(body) if b"/FlateDecode" in header else body
+        fonts.append(TTFont(io.BytesIO(data)))
+    return fonts
+
+
+def test_pdfs_embed_their_fonts_as_truetype_without_the_tables_a_pdf_never_uses():
+    figure_cache.clear()
+    pdf = render_figure(_results(), "task1_forest", "pdf")
+    fonts = _embedded_fonts(pdf)
+
+    assert fonts, "no TrueType font embedded"
+    assert b"/Subtype /Type3" not in pdf  # Type 42 (TrueType), which journals accept
+    for font in fonts:
+        assert "glyf" in font and font["maxp"].numGlyphs > 1  # .notdef and the glyphs drawn
+        assert not set(LAYOUT_TABLES) & set(font.keys()), sorted(font.keys())
 
 
 # Run in a fresh interpreter: a test worker has threads (a fork there could deadlock), a command has none.

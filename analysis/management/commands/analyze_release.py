@@ -7,20 +7,22 @@ from tqdm import tqdm
 
 from analysis.metric_import import parse_metric_scores
 from analysis.metrics import MetricCache
-from analysis.names import variation_labels
 from analysis.release_folder import NotARelease, read_release
-from analysis.report import write_results
+from analysis.report import write_analysis
 from analysis.results import AnalysisInputError, Margins, analyze
-from analysis.sensitivity_report import attach, release_sensitivity, write_sensitivity
+from analysis.sensitivity_report import attach, release_sensitivity
 from annotation.importing import ImportRejected
 
 
 class Command(BaseCommand):
     help = (
-        "Analyse a release folder (ours or the published MIMIC-CXR-Ext-ReRef files): tables (CSV), figures "
-        "(SVG, PNG), results.md and results.json, with the metric sensitivity of BLEU-2, ROUGE-L and chrF "
-        "(and of imported metric scores) on the Task 2 pairs. Reads only the files; needs no database rows."
+        "Analyse a release folder (ours or the published MIMIC-CXR-Ext-ReRef files): summary.md, methods.md, "
+        "tables (CSV, Markdown, LaTeX), figures (SVG, PNG, PDF), results.md and results.json, with the metric "
+        "sensitivity of BLEU-2, ROUGE-L and chrF (and of imported metric scores) on the Task 2 pairs. Reads only "
+        "the files; needs no database rows."
     )
+    # Reads files and writes files: Django's system checks (models, URLs, settings) have nothing to say here.
+    requires_system_checks = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path, help="The release folder (the one holding task1/ and task2/).")
@@ -97,9 +99,7 @@ class Command(BaseCommand):
                 except ImportRejected as rejected:
                     raise CommandError(self._problems(options["metric_scores"], rejected)) from None
             attach(results, sensitivity)
-        write_results(results, out)
-        if sensitivity is not None:
-            write_sensitivity(sensitivity, out, variation_labels(results.document))
+        write_analysis(results, out, sensitivity)
         counts = ", ".join(
             f"{task}: {values['examples']} examples" for task, values in results.document["counts"].items()
         )
