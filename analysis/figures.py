@@ -65,14 +65,37 @@ def render_figure(results: Results, name: str, fmt: str = "svg") -> bytes:
     return formats[fmt]
 
 
+# What each figure reads: its tables, and whether the study's margins. Every figure also reads the
+# taxonomy's labels. A figure is drawn from these alone, so that its content key covers all it sees.
+READS = {
+    "task1_ratings": (("task1_ratings",), False),
+    "task2_ratings": (("task2_ratings",), False),
+    "task1_forest": (("task1_degradation",), False),
+    "task1_realistic_forest": (("task1_realistic_difference",), True),
+    "agreement": (("agreement",), False),
+    "judges_confusion": (("judge_confusion",), False),
+    "judges_vs_readers": (("judge_vs_readers",), False),
+}
+
+
 def jobs(results: Results, names) -> dict[str, object]:
-    """Each figure's content key -> the function that draws it. A figure reads the results' tables and
-    the taxonomy's labels only: the same give the same figure (figure_cache)."""
+    """Each figure's content key -> the function that draws it. A figure is given only what it reads
+    (READS): the same tables, labels and margins give the same figure (figure_cache), and a change
+    elsewhere in the results (another table, another filter's agreement rows) does not draw it again."""
     variations = pd.DataFrame(results.document.get("variations", []), columns=["key", "label", "dimension"])
-    margins = pd.DataFrame([results.document.get("margins", {})])
-    frames = [*sorted(results.tables.items()), ("variations", variations), ("margins", margins)]
-    tables = figure_cache.digest(frames)
-    return {figure_cache.content_key(name, tables): partial(_figure_of, results, name) for name in names}
+    margins = results.document.get("margins", {})
+    labels = figure_cache.digest([("variations", variations)])
+    out = {}
+    for name in names:
+        table_names, with_margins = READS[name]
+        tables = {table: results.tables[table] for table in table_names if table in results.tables}
+        document = {"variations": results.document.get("variations", [])}
+        if with_margins:
+            document["margins"] = margins
+        seen = [*sorted(tables.items()), ("margins", pd.DataFrame([document.get("margins", {})]))]
+        key = figure_cache.content_key(name, figure_cache.digest(seen), labels)
+        out[key] = partial(_figure_of, Results(document=document, tables=tables), name)
+    return out
 
 
 def _figure_of(results: Results, name: str) -> Figure:

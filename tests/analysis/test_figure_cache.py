@@ -70,18 +70,29 @@ def test_the_same_tables_give_the_cached_bytes_without_drawing_again(draws):
 
 def test_other_tables_labels_margins_or_another_figure_are_drawn(draws):
     render_figure(_results(), "task1_ratings", "svg")
-    render_figure(_results(second_read=2), "task1_ratings", "svg")
     render_figure(_results(), "agreement", "svg")
+    render_figure(_results(second_read=2), "agreement", "svg")  # the first two reads now disagree
     relabelled = render_figure(_results(label="Template"), "task1_ratings", "svg")
     render_figure(_results(), "task1_realistic_forest", "svg")
     with_margin = render_figure(_results(margin=0.1), "task1_realistic_forest", "svg")
 
     assert draws == [
-        "task1_ratings", "task1_ratings", "agreement", "task1_ratings", "task1_realistic_forest",
-        "task1_realistic_forest",
+        "task1_ratings", "agreement", "agreement", "task1_ratings", "task1_realistic_forest", "task1_realistic_forest",
     ]  # fmt: skip
     assert b"Template" in relabelled
     assert b"non-inferiority margin" in with_margin
+
+
+def test_a_figure_is_not_drawn_again_when_only_what_it_does_not_read_changed(draws):
+    render_figure(_results(), "task1_ratings", "svg")
+    # The second read changes the agreement table, not the consensus ratings; a margin is read by the
+    # realistic forest only.
+    render_figure(_results(second_read=2), "task1_ratings", "svg")
+    render_figure(_results(margin=0.1), "task1_ratings", "svg")
+    render_figure(_results(second_read=2, margin=0.1), "task1_forest", "svg")
+    render_figure(_results(), "task1_forest", "svg")
+
+    assert draws == ["task1_ratings", "task1_forest"]
 
 
 def test_a_cached_figure_is_the_figure_drawn_afresh():
