@@ -10,15 +10,19 @@ documentation (5 decimals, so to 5e-6).
 import json
 import math
 from pathlib import Path
+from unittest import mock
 
 import krippendorff
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 from statsmodels.stats.multitest import multipletests
 
 from analysis import stats
+from tests.hypothesis_profiles import examples
 
 TOLERANCE = 1e-9
 IRRCAC = json.loads((Path(__file__).parent / "reference" / "irrcac.json").read_text())
@@ -106,3 +110,17 @@ def test_wilson_interval_equals_the_closed_form(k, n):
 def test_holm_equals_statsmodels():
     p_values = [0.01, 0.04, 0.03, 0.2, 0.005]
     assert stats.holm(p_values) == pytest.approx(list(multipletests(p_values, method="holm")[1]), abs=TOLERANCE)
+
+
+@settings(max_examples=examples(200))
+@given(
+    st.lists(
+        st.one_of(st.floats(0, 1), st.sampled_from([0.0, 0.01, 0.05, 0.5, 1.0])),  # ties, 0 and 1
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_holm_equals_statsmodels_on_any_p_values(p_values):
+    with mock.patch("gc.collect", return_value=0):  # the reference's own garbage collection: its cost only
+        expected = list(multipletests(p_values, method="holm")[1])
+    assert stats.holm(p_values) == pytest.approx(expected, abs=TOLERANCE)
