@@ -2,6 +2,7 @@
 drawing again, in every format from one drawing; other data, labels or margins, or another figure, is
 drawn; figures drawn in parallel processes are byte for byte those drawn in this one."""
 
+import functools
 import io
 import os
 import re
@@ -38,6 +39,7 @@ def draws(monkeypatch):
     figure_cache.clear()
 
 
+@functools.cache  # read-only: analysed once per set of arguments, for every test here
 def _results(second_read: int = 0, label: str = "Structure: structured", margin: float | None = None):
     """Two pairs of one variation; the first original's reads are 0, second_read and 0 (third when needed)."""
     first = (0, 0) if second_read == 0 else (0, second_read, 0)
