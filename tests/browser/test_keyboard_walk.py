@@ -329,6 +329,10 @@ def test_the_progress_panel_keeps_focus_waits_while_in_use_and_pauses(zoom_page:
         return not page.evaluate(panel_marker)
 
     table = page.get_by_role("region", name="Examples by state, per task and variation")
+    # Every column in view at 100% and 200% zoom: nothing waits in the region's sideways scroll.
+    assert table.evaluate("(e) => e.scrollWidth <= e.clientWidth"), table.evaluate(
+        "(e) => [e.scrollWidth, e.clientWidth]"
+    )
     table.focus()
     scroll_before = page.evaluate("window.scrollY")
     mark_panel()
