@@ -4,6 +4,7 @@ Every column is read as text (`dtype=str, keep_default_na=False`): a study id wi
 and a report whose text is "None" survive. Needs no database.
 """
 
+from collections.abc import Collection
 from pathlib import Path
 
 import pandas as pd
@@ -61,18 +62,23 @@ def _read(folder: Path, relative: str, columns: list[str], text: bool) -> pd.Dat
     return frame[wanted]
 
 
-def read_release(path: str | Path, *, text: bool = True) -> ReleaseFrames:
+def read_release(path: str | Path, *, text: bool | Collection[str] = True) -> ReleaseFrames:
     """The six release files of the folder at `path`, as text DataFrames.
 
     With `text=False` only the key, rating and count columns are kept (the report sections and
-    rationales are not read): enough for `analysis.results.analyze`, and far lighter.
+    rationales are not read): enough for `analysis.results.analyze`, and far lighter. Given the
+    names of some files (e.g. `{"task2_full"}`, whose reports the metric sensitivity scores), only
+    those are read with their text.
     Raises `NotARelease` naming the file or column when the folder is not a release.
     """
     folder = Path(path)
     if not folder.is_dir():
         raise NotARelease(f"{folder}: not a folder. Give the release folder (the one holding task1/ and task2/).")
     tables = {
-        Path(relative).stem: _read(folder, relative, columns, text) for relative, columns in RELEASE_FILES.items()
+        Path(relative).stem: _read(
+            folder, relative, columns, text if isinstance(text, bool) else Path(relative).stem in text
+        )
+        for relative, columns in RELEASE_FILES.items()
     }
     if (folder / "judges").is_dir():
         # A release built with --include-judges: the judges' ratings are read whole (they are few).

@@ -264,6 +264,8 @@ LOGGING = {
         # Failed logins and lockouts are logged at WARNING by django-axes.
         "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         "readingroom": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # The font subsetter of every PDF figure narrates each step at INFO.
+        "fontTools": {"level": "WARNING"},
         # A 403 is one line (user, method, path, reason), not a traceback.
         "django.request": {"filters": ["one_line_refusals"]},
     },

@@ -4,6 +4,7 @@ drawn; figures drawn in parallel processes are byte for byte those drawn in this
 
 import functools
 import io
+import logging
 import os
 import re
 import subprocess
@@ -122,9 +123,11 @@ def _embedded_fonts(pdf: bytes) -> list[TTFont]:
     return fonts
 
 
-def test_pdfs_embed_their_fonts_as_truetype_without_the_tables_a_pdf_never_uses():
+def test_pdfs_embed_their_fonts_as_truetype_without_the_tables_a_pdf_never_uses(caplog):
     figure_cache.clear()
-    pdf = render_figure(_results(), "task1_forest", "pdf")
+    with caplog.at_level(logging.INFO):
+        pdf = render_figure(_results(), "task1_forest", "pdf")
+    assert not [record for record in caplog.records if record.name.startswith("fontTools")]  # nothing in the log
     fonts = _embedded_fonts(pdf)
 
     assert fonts, "no TrueType font embedded"
@@ -153,6 +156,7 @@ print(pools)
 """
 
 
+@pytest.mark.slow  # a fresh interpreter that imports the whole analysis stack
 def test_figures_drawn_in_parallel_processes_are_those_drawn_in_this_one(tmp_path):
     results = _results()
     figure_cache.clear()

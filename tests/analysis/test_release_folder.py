@@ -1,6 +1,6 @@
 import pytest
 
-from analysis.frames import TASK1_FULL
+from analysis.frames import TASK1_FULL, TASK2_FULL
 from analysis.release_folder import NotARelease, read_release
 from tests.analysis.helpers import make_frames, write_release
 
@@ -38,6 +38,15 @@ def test_without_text_it_keeps_only_the_columns_the_analysis_reads(release):
     assert read.task2_consensus.columns.tolist() == [
         "dataset", "study_id", "reref_variation", "rating", "label_source", "n_annotations",
     ]  # fmt: skip
+
+
+def test_given_file_names_it_reads_the_text_of_those_files_only(release):
+    read = read_release(release, text={"task2_full"})
+
+    assert read.task2_full.columns.tolist() == TASK2_FULL
+    assert "findings" not in read.task1_full.columns and "rationale" not in read.task1_full.columns
+    assert "rationale" not in read.task2_disagreed.columns
+    assert read.task1_full.columns.tolist() == read_release(release, text=False).task1_full.columns.tolist()
 
 
 def test_it_refuses_a_folder_without_a_release_file_naming_the_file(release):

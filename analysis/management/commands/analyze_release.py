@@ -70,7 +70,8 @@ class Command(BaseCommand):
             except ImportRejected as rejected:
                 raise CommandError(self._problems(options["metric_scores"], rejected)) from None
         try:
-            frames = read_release(options["path"], text=metrics_on)
+            # The metric sensitivity scores the Task 2 reports: only task2_full is read with its text.
+            frames = read_release(options["path"], text={"task2_full"} if metrics_on else False)
             margins = Margins(
                 task1_realistic=_fraction(options["noninferiority_margin"]),
                 task2_major=_fraction(options["equivalence_margin"]),
