@@ -94,7 +94,10 @@ def main() -> None:
         license_file = work / "LICENSE.txt"
         license_file.write_text("Benchmark licence.\n", encoding="utf-8")
         release = work / "release"
+        # A version names one content for ever: a kept database gets the next one each run.
+        version = f"1.0.{int(time.time())}"
         export = ["manage.py", "export_release", "--study", "bench", "--out", str(release), "--no-progress"]
+        export += ["--version", version]
         seconds, _ = run(
             [PYTHON, *export, "--license", str(license_file)],
             env,
