@@ -92,7 +92,7 @@ def jobs(results: Results, names) -> dict[str, object]:
         document = {"variations": results.document.get("variations", [])}
         if with_margins:
             document["margins"] = margins
-        seen = [*sorted(tables.items()), ("margins", pd.DataFrame([document.get("margins", {})]))]
+        seen = sorted(tables.items()) + ([("margins", pd.DataFrame([margins]))] if with_margins else [])
         key = figure_cache.content_key(name, figure_cache.digest(seen), labels)
         out[key] = partial(_figure_of, Results(document=document, tables=tables), name)
     return out
