@@ -161,6 +161,14 @@ class _Profile:
         return (varpar[-1] ** 2 * linalg.inv(self.solve(varpar[:-1]).schur)).ravel()
 
 
+# The largest theta (a random term's standard deviation over the residual's) the optimizer may try.
+# On a deviance that flattens as a term's variance grows, L-BFGS-B's quasi-Newton step can run to
+# theta of 1e7 and beyond, where X'V^-1 X is the small difference of two large matrices and loses
+# its positive definiteness to rounding (a reader's or an exam's indicators sum to the intercept).
+# lme4's fits on the stored references end below 10; a fit that reaches the bound says so.
+THETA_MAX = 1e3
+
+
 # numDeriv's defaults for Richardson extrapolation: relative step d, absolute step eps where the
 # argument is below zero_tol, r successive halvings.
 _ZERO_TOL = np.sqrt(np.finfo(float).eps / 7e-7)
@@ -259,13 +267,23 @@ def fit_lmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) ->
     # A smooth function of a few parameters: L-BFGS-B from lme4's start (theta = 1) and from near
     # the boundary, each polished; the lower deviance wins.
     for start in (np.ones(len(terms)), np.full(len(terms), 0.1)):
-        result = optimize.minimize(
-            profile.deviance, start, method="L-BFGS-B", bounds=[(0, None)] * len(terms),
-            options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 2000},
-        )  # fmt: skip
+        try:
+            result = optimize.minimize(
+                profile.deviance, start, method="L-BFGS-B", bounds=[(0, THETA_MAX)] * len(terms),
+                options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 2000},
+            )  # fmt: skip
+        except np.linalg.LinAlgError:
+            continue  # X'V^-1 X lost to rounding on this start's path; the other start decides
         if best is None or result.fun < best.fun:
             best = result
+    if best is None:
+        return NotComputable("the fit failed: X'V^-1 X could not be factorised on either start")
     theta = best.x
+    if theta.max() >= THETA_MAX:
+        return NotComputable(
+            "a random term's variance runs to over a million times the residual's (the reads within its levels "
+            "agree exactly): the residual variance cannot be estimated"
+        )
     state = profile.solve(theta)
     sigma2 = state.r2 / (n - p)
     covariance = sigma2 * linalg.inv(state.schur)

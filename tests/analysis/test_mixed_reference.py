@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis import mixed
 from analysis.frames import RELEASE_FILES, ReleaseFrames
 from analysis.mixed import MixedFit, fit_glmm, fit_lmm
 from analysis.results import TASK1_LABELS, analyze
+from analysis.stats import NotComputable
 
 REFERENCE = Path(__file__).parent / "reference" / "mixed"
 TOLERANCE = 1e-6  # the same estimator, each optimizer stopped at its own tolerance
@@ -21,8 +23,13 @@ FORMULAS = {
 }
 
 
+# "overshoot": random scores on a live study's design on which L-BFGS-B, unbounded, ran theta to where
+# X'V^-1 X could not be factorised (analysis.mixed.THETA_MAX); lme4 fits it with every variance finite.
+DATA_SETS = ("small", "published", "overshoot")
+
+
 def _cases():
-    for name in ("small", "published"):
+    for name in DATA_SETS:
         reference = json.loads((REFERENCE / f"{name}.json").read_text())
         for fit in reference["fits"]:
             yield pytest.param(name, fit, id=f"{name}-{fit}")
@@ -100,7 +107,7 @@ def test_the_ordinal_model_comes_to_the_same_conclusion(name):
 
 
 def _logistic_cases():
-    for name in ("small", "published"):
+    for name in DATA_SETS:
         reference = json.loads((REFERENCE / f"{name}.json").read_text())
         for fit in reference["logistic"]:
             yield pytest.param(name, fit, id=f"{name}-{fit}")
@@ -151,6 +158,31 @@ def test_what_cannot_be_fitted_says_why():
             np.arange(6), np.ones((6, 2)), ["a", "b"], {"reader": np.arange(6) % 2, "exam": np.arange(6) % 3}
         ).reason
     )
+
+
+def test_a_fit_that_runs_to_the_bound_of_theta_says_why_and_shows_no_numbers(monkeypatch):
+    data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
+    # The exams' standard deviation is about half the residual's here; a bound below it is reached.
+    monkeypatch.setattr(mixed, "THETA_MAX", 0.2)
+
+    fit = _fit(data, "overall_without_interaction")
+
+    assert isinstance(fit, NotComputable)
+    assert "residual variance cannot be estimated" in fit.reason
+
+
+def test_a_fit_whose_every_start_fails_to_factorise_says_why(monkeypatch):
+    data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
+
+    def singular(self, theta):
+        raise np.linalg.LinAlgError("not positive definite")
+
+    monkeypatch.setattr(mixed._Profile, "solve", singular)
+
+    fit = _fit(data, "overall_without_interaction")
+
+    assert isinstance(fit, NotComputable)
+    assert "could not be factorised" in fit.reason
 
 
 def _live_frames(data: pd.DataFrame) -> ReleaseFrames:

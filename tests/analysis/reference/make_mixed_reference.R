@@ -80,12 +80,20 @@ glmm <- function(formula, data) {
   )
 }
 
+# "overshoot" is stored, not drawn: random scores on a live study's design on which an unbounded
+# quasi-Newton search of theta ran to where X'V^-1 X could not be factorised (analysis.mixed.THETA_MAX).
 for (set in list(
   list(name = "small", seed = 11, variations = 3, pairs = 8, exams = 16, readers = 8, effect = 0.35),
-  list(name = "published", seed = 2026, variations = 12, pairs = 10, exams = 114, readers = 13, effect = 0.3)
+  list(name = "published", seed = 2026, variations = 12, pairs = 10, exams = 114, readers = 13, effect = 0.3),
+  list(name = "overshoot", stored = TRUE)
 )) {
-  data <- draw(set$seed, set$variations, set$pairs, set$exams, set$readers, set$effect)
-  write.csv(data, file.path(out, paste0(set$name, ".csv")), row.names = FALSE, quote = FALSE)
+  if (isTRUE(set$stored)) {
+    data <- read.csv(file.path(out, paste0(set$name, ".csv")),
+                     colClasses = c(variation = "character", exam = "character", reader = "character"))
+  } else {
+    data <- draw(set$seed, set$variations, set$pairs, set$exams, set$readers, set$effect)
+    write.csv(data, file.path(out, paste0(set$name, ".csv")), row.names = FALSE, quote = FALSE)
+  }
   fits <- list(
     overall = lmm(score ~ alternative + (1 | reader) + (1 | exam) + (1 | reader:variation), data),
     overall_without_interaction = lmm(score ~ alternative + (1 | reader) + (1 | exam), data)
