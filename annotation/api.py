@@ -6,8 +6,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound as NotFoundError
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -58,6 +57,7 @@ from consensus import reserve
 from consensus.conflicts import hidden_pair_ids, mark_hidden
 from consensus.services import (
     AlreadySubmitted,
+    NoSuchWork,
     NotShownYet,
     SubmissionRefused,
     UndoRefused,
@@ -65,7 +65,6 @@ from consensus.services import (
     submit_annotation,
     undo_last_rating,
 )
-from consensus.services import NotFound as ConsensusNotFound
 from judges import api as judge_api
 from judges.services import is_judge, practising_studies
 
@@ -309,7 +308,7 @@ def _own_assignment(request: Request, assignment_id: uuid.UUID | str) -> Assignm
             .get(public_id=assignment_id, reader=request.user)
         )
     except Assignment.DoesNotExist:
-        raise NotFoundError from None
+        raise NotFound from None
 
 
 def _step_refusal(step: PendingStep, study: Study, task: str) -> Response:
@@ -331,7 +330,7 @@ def _reader_study(request: Request) -> Study:
         raise ValidationError({"study": "Give the study's slug: study=<slug>."})
     study = _studies_with_steps(request).filter(slug=str(slug)).first()
     if study is None:
-        raise NotFoundError("No such study of yours.")
+        raise NotFound("No such study of yours.")
     return study
 
 
@@ -447,8 +446,8 @@ class ReadingViewSet(viewsets.ViewSet):
             return Response(body, status=status.HTTP_409_CONFLICT)
         except SubmissionRefused as refused:
             return _rating_refused(str(refused), refused.field)
-        except ConsensusNotFound:
-            raise NotFoundError from None
+        except NoSuchWork:
+            raise NotFound from None
         example = result.annotation.example
         following = reserve.next_assignment(request.user, task=example.task, study_id=example.study_id)
         body = {
@@ -509,7 +508,7 @@ class ReadingViewSet(viewsets.ViewSet):
             form.is_valid(raise_exception=True)
             study = _studies_with_steps(request).filter(slug=form.validated_data["study"]).first()
             if study is None or not study.guide_number:
-                raise NotFoundError("No guide of a study of yours.")
+                raise NotFound("No guide of a study of yours.")
             try:
                 ack, created = confirm_guide(request.user, study, form.validated_data["version"])
             except GuideRefused as refused:
@@ -521,7 +520,7 @@ class ReadingViewSet(viewsets.ViewSet):
         study = _reader_study(request)
         state = guide_status(request.user, study)
         if state.current is None:
-            raise NotFoundError("This study has no guide.")
+            raise NotFound("This study has no guide.")
         changes = None
         if state.needs_confirmation and state.confirmed is not None:
             changes = guide_changes(state.confirmed.text, state.current.text)
@@ -585,7 +584,7 @@ class ReadingViewSet(viewsets.ViewSet):
                 form_token=form.validated_data["form_token"],
             )
         except PracticeAttempt.DoesNotExist:
-            raise NotFoundError from None
+            raise NotFound from None
         except PracticeRefused as refused:
             return _rating_refused(str(refused), refused.field)
         body = {

@@ -28,19 +28,11 @@ class IsCoordinator(_HasRole):
     role = Role.COORDINATOR
 
 
-class IsReader(_HasRole):
-    role = Role.READER
-
-
 class IsReaderOrJudge(BasePermission):
     """The reader API: radiologists, and automated judges (which read through the API only)."""
 
     def has_permission(self, request: "Request", view: "APIView") -> bool:
         return has_role(request.user, Role.READER) or has_role(request.user, Role.JUDGE)
-
-
-class IsAdjudicator(_HasRole):
-    role = Role.ADJUDICATOR
 
 
 class IsDataManager(_HasRole):

@@ -72,7 +72,7 @@ from consensus.adjudication import adjudication_queue, adjudication_queues, prio
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,
-    NotFound,
+    NoSuchWork,
     NotShownYet,
     SubmissionRefused,
     UndoRefused,
@@ -445,7 +445,7 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
     except SubmissionRefused as refused:
         form.add_error(refused.field, str(refused))
         return render(request, panel, _reading_context(request, assignment, form), status=UNPROCESSABLE)
-    except NotFound:
+    except NoSuchWork:
         raise Http404 from None
 
     example = assignment.example
@@ -556,7 +556,7 @@ def adjudication_page(request: HttpRequest, adjudication_id: uuid.UUID) -> HttpR
         except SubmissionRefused as refused:
             form.add_error(refused.field, str(refused))
             return render(request, panel, _adjudication_context(adjudication, form), status=UNPROCESSABLE)
-        except NotFound:
+        except NoSuchWork:
             raise Http404 from None
         following = adjudication_queue(request.user, study_id=adjudication.example.study_id)["next"]
         if following is None:

@@ -30,7 +30,7 @@ from consensus.assignment import (
     withdraw_assignment,
 )
 from consensus.conflicts import PAIR_HIDDEN, is_hidden_from
-from consensus.services import NotFound, SubmissionRefused, void_annotation
+from consensus.services import NoSuchWork, SubmissionRefused, void_annotation
 
 REFUSED = OpenApiResponse(DetailSerializer, description="Refused by the protocol or the study's settings.")
 HIDDEN = OpenApiResponse(DetailSerializer, description="You still have to rate this pair: its details are hidden.")
@@ -210,7 +210,7 @@ class AnnotationVoidView(CoordinatorView):
         form.is_valid(raise_exception=True)
         try:
             voided = void_annotation(annotation.public_id, actor=request.user, reason=form.validated_data["reason"])
-        except NotFound:
+        except NoSuchWork:
             return Response({"detail": "No such rating."}, status=status.HTTP_404_NOT_FOUND)
         except SubmissionRefused as refused:
             return _conflict(refused)

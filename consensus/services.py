@@ -91,8 +91,10 @@ class NotShownYet(SubmissionRefused):
         super().__init__("Open the item before rating it.")
 
 
-class NotFound(Exception):
-    """No such open work for this user (never theirs, withdrawn, or finished)."""
+class NoSuchWork(Exception):
+    """No such work for this user: an assignment or adjudication never theirs, withdrawn or finished,
+    or a rating that does not exist. The pages and the API answer 404 (DRF's NotFound is the HTTP
+    answer; this is the service's reason)."""
 
 
 class UndoRefused(Exception):
@@ -282,14 +284,14 @@ def _store_annotation(
     # Read after the lock: a concurrent submit, void or withdrawal of this example has finished.
     assignment = own.select_related("annotation").first() if example else None
     if assignment is None:
-        raise NotFound
+        raise NoSuchWork
     stored = getattr(assignment, "annotation", None)
     if stored is not None and stored.form_token == form_token:
         return SubmitResult(stored, created=False)
     if assignment.status == AssignmentStatus.DONE:
         raise AlreadySubmitted(stored)
     if assignment.status in (AssignmentStatus.VOIDED, AssignmentStatus.WITHDRAWN) or assignment.held:
-        raise NotFound
+        raise NoSuchWork
     if require_shown and assignment.first_shown_at is None:
         raise NotShownYet
     rationale = validate_rating(example.task, rating, rationale)
@@ -688,7 +690,7 @@ def submit_adjudication(
             "pk", "example_id"
         )
         if not found:
-            raise NotFound
+            raise NoSuchWork
         adjudication_pk, example_pk = found[0]
         example = lock_example(example_pk)
         adjudication = Adjudication.objects.get(pk=adjudication_pk)
@@ -699,7 +701,7 @@ def submit_adjudication(
         if adjudication.status == AdjudicationStatus.DONE:
             raise AlreadySubmitted(adjudication)
         if adjudication.status != AdjudicationStatus.OPEN:
-            raise NotFound
+            raise NoSuchWork
         if require_shown and adjudication.first_shown_at is None:
             raise NotShownYet
         rationale = validate_rating(example.task, rating, rationale, rationale_always_required=True)
@@ -732,7 +734,7 @@ def void_annotation(annotation_id: uuid.UUID, *, actor: AbstractBaseUser, reason
     with transaction.atomic(), queues.counting():
         found = Annotation.objects.filter(public_id=annotation_id).values_list("pk", "example_id")
         if not found:
-            raise NotFound
+            raise NoSuchWork
         annotation_pk, example_pk = found[0]
         example = lock_example(example_pk)
         annotation = Annotation.objects.select_related("reader").get(pk=annotation_pk)

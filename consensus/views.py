@@ -28,7 +28,7 @@ from consensus.assignment import (
 )
 from consensus.conflicts import PAIR_HIDDEN, hidden_pair_ids, is_hidden_from, mark_hidden
 from consensus.forms import AddMemberForm, AutoAssignForm, ReaderForm, VoidForm, first_error
-from consensus.services import NotFound, SubmissionRefused, void_annotation
+from consensus.services import NoSuchWork, SubmissionRefused, void_annotation
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
 UNPROCESSABLE = 422
@@ -298,7 +298,7 @@ def annotation_void(request: HttpRequest, slug: str, annotation_id: uuid.UUID) -
         return _refused(request, study, annotation.example, annotation.public_id, first_error(form))
     try:
         void_annotation(annotation.public_id, actor=request.user, reason=form.cleaned_data["reason"])
-    except (SubmissionRefused, NotFound) as refused:
+    except (SubmissionRefused, NoSuchWork) as refused:
         message = str(refused) or "This rating no longer exists."
         return _refused(request, study, annotation.example, annotation.public_id, message)
     notice = f"Voided the rating of {annotation.reader.get_username()}; the example is routed again."

@@ -26,7 +26,7 @@ from consensus.assignment import (
     reassign_assignment,
     withdraw_assignment,
 )
-from consensus.services import NotFound, show_assignment, void_annotation
+from consensus.services import NoSuchWork, show_assignment, void_annotation
 from tests.factories import make_reading_study, make_user, rate, rate_open_reads
 
 pytestmark = pytest.mark.django_db
@@ -224,7 +224,7 @@ def test_a_withdrawn_shown_read_is_a_404_for_its_reader_like_one_that_never_exis
 
     assert client.get(f"/read/a/{shown.public_id}/").status_code == 404
     assert client.get(f"/api/reading/{shown.public_id}/").status_code == 404
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         rate(shown, REALISTIC, "")
 
 

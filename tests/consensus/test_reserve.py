@@ -26,7 +26,7 @@ from annotation.models import (
 )
 from consensus import reserve
 from consensus.assignment import assign_readers, withdraw_assignment
-from consensus.services import NotFound, eligible_readers, show_assignment, submit_annotation
+from consensus.services import NoSuchWork, eligible_readers, show_assignment, submit_annotation
 from tests.consensus.test_routing_state_machine import REPLAYED_TABLES
 from tests.factories import make_reading_study, make_user, rate
 from tests.invariants import queue_counter_mismatches
@@ -103,7 +103,7 @@ def test_a_held_read_is_never_given_opened_or_rated():
     assert given is not None and given.pk != held.pk and not given.held
     assert client.get(reverse("reading_page", args=[held.public_id])).status_code == 404
     assert client.get(f"/api/reading/{held.public_id}/").status_code == 404
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         submit_annotation(
             reader=reader, assignment_id=held.public_id, rating=REALISTIC, rationale="", form_token=uuid.uuid4()
         )

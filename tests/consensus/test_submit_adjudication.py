@@ -9,7 +9,7 @@ from annotation.models import AuditAction, AuditEvent, Example, ExampleState, Me
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
     AlreadySubmitted,
-    NotFound,
+    NoSuchWork,
     SubmissionRefused,
     submit_adjudication,
     void_annotation,
@@ -165,7 +165,7 @@ def test_another_adjudicator_is_not_found():
         .user
     )
 
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         _decide(adjudication, Rating.EQUIVALENT, "Not mine to decide.", adjudicator=other)
 
     _undecided(adjudication)
@@ -175,7 +175,7 @@ def test_one_of_the_readers_is_not_found():
     adjudication = _three_way_split()
     reader = adjudication.example.annotations.first().reader
 
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         _decide(adjudication, Rating.EQUIVALENT, "I read it myself.", adjudicator=reader)
 
     _undecided(adjudication)
@@ -187,7 +187,7 @@ def test_an_adjudication_voided_before_its_decision_is_not_found(coordinator):
     void_annotation(annotation.public_id, actor=coordinator, reason="Rated the wrong case.")
     assert Adjudication.objects.get(pk=adjudication.pk).status == AdjudicationStatus.VOIDED
 
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         _decide(adjudication, Rating.EQUIVALENT, "Too late.")
 
     assert not ConsensusLabel.objects.filter(example=adjudication.example).exists()
@@ -195,7 +195,7 @@ def test_an_adjudication_voided_before_its_decision_is_not_found(coordinator):
 
 def test_an_unknown_adjudication_is_not_found():
     adjudication = _three_way_split()
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         submit_adjudication(
             adjudicator=adjudication.adjudicator,
             adjudication_id=uuid.uuid4(),

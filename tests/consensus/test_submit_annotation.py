@@ -24,7 +24,7 @@ from consensus.assignment import withdraw_assignment
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,
-    NotFound,
+    NoSuchWork,
     SubmissionRefused,
     submit_annotation,
     validate_rating,
@@ -227,7 +227,7 @@ def test_another_readers_assignment_is_not_found(reading):
     assignment = _assignment(reading, Task.EQUIVALENCE, slot=1)
     someone_else = _assignment(reading, Task.EQUIVALENCE, slot=2).reader
 
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         _submit(assignment, Rating.EQUIVALENT, "", reader=someone_else)
 
     _nothing_stored(assignment)
@@ -237,7 +237,7 @@ def test_a_withdrawn_assignment_is_not_found(reading, coordinator):
     assignment = _assignment(reading, Task.EQUIVALENCE)
     withdraw_assignment(assignment.public_id, actor=coordinator)
 
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         _submit(assignment, Rating.EQUIVALENT, "")
 
     assert not Annotation.objects.exists()
@@ -248,14 +248,14 @@ def test_a_voided_assignment_is_not_found(reading, coordinator):
     rate(assignment, Rating.EQUIVALENT, "")
     void_annotation(assignment.annotation.public_id, actor=coordinator, reason="Wrong case.")
 
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         _submit(assignment, Rating.MAJOR_DISCREPANCY, "Second try.")
 
     assert Annotation.objects.count() == 1
 
 
 def test_an_unknown_assignment_is_not_found(reading, reader):
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         submit_annotation(
             reader=reader, assignment_id=uuid.uuid4(), rating=Rating.REALISTIC, rationale="", form_token=uuid.uuid4()
         )

@@ -20,7 +20,7 @@ from annotation.models import (
 )
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
-    NotFound,
+    NoSuchWork,
     SubmissionRefused,
     settle_due_ratings,
     submit_adjudication,
@@ -76,7 +76,7 @@ def test_a_reason_is_required(coordinator, reason):
 
 
 def test_an_unknown_annotation_is_not_found(coordinator):
-    with pytest.raises(NotFound):
+    with pytest.raises(NoSuchWork):
         void_annotation(uuid.uuid4(), actor=coordinator, reason="Gone.")
 
 

@@ -36,7 +36,7 @@ from annotation.services import import_pairs, sample_pairs
 from consensus import reserve
 from consensus.assignment import add_study_member, assign_readers
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
-from consensus.services import NotFound, show_adjudication, show_assignment, submit_adjudication, submit_annotation
+from consensus.services import NoSuchWork, show_adjudication, show_assignment, submit_adjudication, submit_annotation
 from judges.client import InProcessTransport
 from judges.models import JudgeEnrolment
 from judges.services import enrol_judge
@@ -457,7 +457,7 @@ def _read(assignment: Assignment, rating: str, rationale: str) -> int:
             rationale=rationale,
             form_token=uuid.uuid4(),
         )
-    except NotFound:  # withdrawn in the meantime (its example reached a consensus)
+    except NoSuchWork:  # withdrawn in the meantime (its example reached a consensus)
         return 0
     return 1
 
@@ -473,7 +473,7 @@ def _adjudicate(adjudication: Adjudication, rating: str, rationale: str) -> int:
             rationale=rationale,
             form_token=uuid.uuid4(),
         )
-    except NotFound:
+    except NoSuchWork:
         return 0
     return 1
 
