@@ -10,29 +10,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-# Column order exactly as in the release files (../shared/spec/RELEASE.md).
-CONTEXT = ["indication", "comparison", "technique"]
-TASK1_FULL = [
-    "dataset", "study_id", "reref_variation", "report_type", "annotation_index", "rating", "rationale",
-    *CONTEXT, "findings", "impression",
-]  # fmt: skip
-TASK1_DISAGREED = ["dataset", "study_id", "reref_variation", "report_type", "rating", "rationale"]
-TASK1_CONSENSUS = ["dataset", "study_id", "reref_variation", "report_type", "rating", "label_source", "n_annotations"]
-TASK2_FULL = [
-    "dataset", "study_id", "reref_variation", "annotation_index", "report_a_type", "rating", "rationale",
-    *CONTEXT, "report_a_findings", "report_a_impression", "report_b_findings", "report_b_impression",
-]  # fmt: skip
-TASK2_DISAGREED = ["dataset", "study_id", "reref_variation", "rating", "rationale"]
-TASK2_CONSENSUS = ["dataset", "study_id", "reref_variation", "rating", "label_source", "n_annotations"]
+from exports import columns
 
-RELEASE_FILES: dict[str, list[str]] = {
-    "task1/task1_full.csv": TASK1_FULL,
-    "task1/task1_disagreed.csv": TASK1_DISAGREED,
-    "task1/task1_consensus.csv": TASK1_CONSENSUS,
-    "task2/task2_full.csv": TASK2_FULL,
-    "task2/task2_disagreed.csv": TASK2_DISAGREED,
-    "task2/task2_consensus.csv": TASK2_CONSENSUS,
-}
+# Column order exactly as in the release files: exports.columns, the one definition the release's
+# header rows and queries take too.
+TASK1_FULL = list(columns.TASK1_FULL)
+TASK2_FULL = list(columns.TASK2_FULL)
+RELEASE_FILES: dict[str, list[str]] = {path: list(names) for path, names in columns.RELEASE_FILES.items()}
 
 # Live studies only (never in a release): every individual read with its slot and an opaque
 # reader key. task is "task1" or "task2"; report_type is "" for Task 2; slot is 1 or 2 for the

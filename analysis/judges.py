@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import stats
+from exports import columns
 
 # As in analysis.results (which calls this module, so cannot be imported from here).
 LABELS = {
@@ -34,10 +35,7 @@ class JudgeInputError(ValueError):
     """A judges table holds a value the analysis cannot read; the message names the file and value."""
 
 
-JUDGE_COLUMNS = {
-    "task1": ["dataset", "study_id", "reref_variation", "report_type", "judge_index", "rating", "rationale"],
-    "task2": ["dataset", "study_id", "reref_variation", "judge_index", "report_a_type", "rating", "rationale"],
-}
+JUDGE_COLUMNS = {"task1": list(columns.TASK1_JUDGES), "task2": list(columns.TASK2_JUDGES)}
 JUDGE_FILES = {f"judges/{task}_judges.csv": columns for task, columns in JUDGE_COLUMNS.items()}
 SCALE = (0, 1, 2)
 METHODS = {

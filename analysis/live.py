@@ -25,6 +25,7 @@ from analysis.reader_keys import reader_key
 from analysis.release_folder import ANALYSIS_COLUMNS
 from annotation.models import Assignment, CandidatePair, Study, Task
 from exports import rows
+from exports.columns import in_file_order
 from judges.models import JudgeEnrolment
 
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
@@ -92,29 +93,29 @@ def reads_query(study: Study, datasets: list[str]) -> tuple[str, list]:
 
     Formatted by the database with the release's own field and record helpers (exports.rows).
     """
-    dialect = rows._dialect()
+    dialect = rows.sql_dialect()
     params: list = []
     task = f"CASE e.task WHEN '{Task.REALISM}' THEN 'task1' ELSE 'task2' END"
-    fields = [
-        task,
-        rows._field(dialect, "d.key"),
-        rows._field(dialect, "p.source_study_id"),
-        rows._field(dialect, "v.key"),
-        "e.report_type",
-        "CAST(s.slot AS text)",
-        "CAST(a.reader_id AS text)",
-        rows._label("a.rating", params),
-        rows._field(dialect, "a.rationale"),
-        "COALESCE(CAST(a.duration_ms AS text), '')",
-    ]
+    fields = {
+        "task": task,
+        "dataset": rows.csv_field(dialect, "d.key"),
+        "study_id": rows.csv_field(dialect, "p.source_study_id"),
+        "reref_variation": rows.csv_field(dialect, "v.key"),
+        "report_type": "e.report_type",
+        "slot": "CAST(s.slot AS text)",
+        "reader": "CAST(a.reader_id AS text)",
+        "rating": rows.rating_label("a.rating", params),
+        "rationale": rows.csv_field(dialect, "a.rationale"),
+        "duration_ms": "COALESCE(CAST(a.duration_ms AS text), '')",
+    }
     where = ["e.study_id = %s", "a.voided_at IS NULL", "a.settled_at IS NOT NULL"]
     params.append(study.pk)
     if datasets:
         where.append(f"d.key IN ({', '.join(['%s'] * len(datasets))})")
         params += datasets
     sql = f"""
-    SELECT {rows._record(dialect, fields)}
-    {rows._FROM_EXAMPLES}
+    SELECT {rows.record(dialect, in_file_order(fields, tuple(READS)))}
+    {rows.FROM_EXAMPLES}
     JOIN {rows.ANNOTATION} a ON a.example_id = e.id
     JOIN {Assignment._meta.db_table} s ON s.id = a.assignment_id
     WHERE {" AND ".join(where)} AND EXISTS (SELECT 1 FROM {rows.CONSENSUS} c0 WHERE c0.example_id = e.id)"""

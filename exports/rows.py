@@ -36,6 +36,7 @@ from annotation.models import (
     Variation,
 )
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
+from exports.columns import CONTEXT, JUDGE_FILES, RELEASE_FILES, in_file_order
 from judges.models import JudgeEnrolment, JudgeRead
 
 ANNOTATION = Annotation._meta.db_table
@@ -83,19 +84,20 @@ class Dialect:
         return f"{SQLITE_SHA256}({sql})"
 
 
-def _dialect() -> Dialect:
+def sql_dialect() -> Dialect:
+    """The connection's dialect (PostgreSQL or SQLite; any other is refused)."""
     if connection.vendor not in ("postgresql", "sqlite"):
         raise NotImplementedError(f"Releases are built on PostgreSQL or SQLite, not {connection.vendor}.")
     return Dialect(connection.vendor)
 
 
-def _field(dialect: Dialect, sql: str) -> str:
+def csv_field(dialect: Dialect, sql: str) -> str:
     """A text value as one RFC 4180 field: quoted, inner quotes doubled, only when it must be."""
     needs_quotes = " OR ".join(dialect.contains(sql, char) for char in (",", '"', "\r", "\n"))
     return f"""CASE WHEN {needs_quotes} THEN '"' || replace({sql}, '"', '""') || '"' ELSE {sql} END"""
 
 
-def _label(sql: str, params: list) -> str:
+def rating_label(sql: str, params: list) -> str:
     """The label readers saw for a stored rating ('' for none); labels hold no CSV specials."""
     cases = []
     for value, label in Rating.choices:
@@ -104,7 +106,8 @@ def _label(sql: str, params: list) -> str:
     return f"CASE {sql} {' '.join(cases)} ELSE '' END"
 
 
-def _record(dialect: Dialect, fields: list[str]) -> str:
+def record(dialect: Dialect, fields: list[str]) -> str:
+    """Fields (SQL expressions of CSV fields) as one CRLF-terminated CSV record."""
     record = " || ',' || ".join(fields) + f" || {dialect.char(chr(13))} || {dialect.char(chr(10))}"
     # On PostgreSQL as bytea: binary COPY then hands over its bytes untouched (nothing to unescape).
     return f"convert_to({record}, 'UTF8')" if dialect.vendor == "postgresql" else record
@@ -135,13 +138,25 @@ def _keys(dialect: Dialect, realism: bool) -> list[str]:
     return [dialect.ordered(key) for key in keys]
 
 
-def _key_fields(dialect: Dialect, realism: bool) -> list[str]:
+def _key_fields(dialect: Dialect, realism: bool) -> dict[str, str]:
+    fields = {
+        "dataset": csv_field(dialect, "d.key"),
+        "study_id": csv_field(dialect, "p.source_study_id"),
+        "reref_variation": csv_field(dialect, "v.key"),
+    }
     # report_type is one of two fixed words: no quoting needed.
-    fields = [_field(dialect, "d.key"), _field(dialect, "p.source_study_id"), _field(dialect, "v.key")]
-    return fields + (["e.report_type"] if realism else [])
+    return fields | ({"report_type": "e.report_type"} if realism else {})
 
 
-_FROM_EXAMPLES = f"""
+def _file(selection: Selection, kind: str) -> tuple[str, ...]:
+    """The columns of the selection's task's file of this kind (full, disagreed, consensus, judges)."""
+    prefix = "task1" if selection.task == Task.REALISM else "task2"
+    if kind == "judges":
+        return JUDGE_FILES[f"judges/{prefix}_judges.csv"]
+    return RELEASE_FILES[f"{prefix}/{prefix}_{kind}.csv"]
+
+
+FROM_EXAMPLES = f"""
     FROM {EXAMPLE} e
     JOIN {PAIR} p ON p.id = e.pair_id
     JOIN {DATASET} d ON d.id = p.dataset_id
@@ -151,7 +166,7 @@ _FROM_EXAMPLES = f"""
 def _shown(dialect: Dialect, condition: str, section: str, *, swapped: bool = False) -> str:
     """A report section as the reader saw it: the original's when condition holds, else the rewrite's."""
     first, second = ("alternative", "original") if swapped else ("original", "alternative")
-    return _field(dialect, f"CASE WHEN {condition} THEN p.{first}_{section} ELSE p.{second}_{section} END")
+    return csv_field(dialect, f"CASE WHEN {condition} THEN p.{first}_{section} ELSE p.{second}_{section} END")
 
 
 def full_query(selection: Selection, seed: int, *, text: bool = True) -> tuple[str, list]:
@@ -160,30 +175,33 @@ def full_query(selection: Selection, seed: int, *, text: bool = True) -> tuple[s
     text=False leaves the rationale and the report sections empty (the analysis does not read
     them); every other field is the same.
     """
-    dialect = _dialect()
+    dialect = sql_dialect()
     realism = selection.task == Task.REALISM
     params: list = []
     prefix = f"'readingroom-release:{int(seed)}:'"
     shuffle = dialect.sha256(
         f"{prefix} || {dialect.uuid_hex('e.public_id')} || ':' || {dialect.uuid_hex('a.public_id')}"
     )
-    index = "CAST(row_number() OVER shuffled - 1 AS text)"
-    fields = _key_fields(dialect, realism) + ([index] if realism else [index, "a.report_a_type"])
-    fields.append(_label("a.rating", params))
-    texts = [_field(dialect, column) for column in ("a.rationale", "p.indication", "p.comparison", "p.technique")]
+    fields = _key_fields(dialect, realism)
+    fields["annotation_index"] = "CAST(row_number() OVER shuffled - 1 AS text)"
+    if not realism:
+        fields["report_a_type"] = "a.report_a_type"
+    fields["rating"] = rating_label("a.rating", params)
+    texts = {column: csv_field(dialect, f"a.{column}") for column in ("rationale",)}
+    texts |= {column: csv_field(dialect, f"p.{column}") for column in CONTEXT}
     sections = ("findings", "impression")
     if realism:
-        texts += [_shown(dialect, f"e.report_type = '{ReportType.ORIGINAL}'", section) for section in sections]
+        texts |= {s: _shown(dialect, f"e.report_type = '{ReportType.ORIGINAL}'", s) for s in sections}
     else:
         a_is_original = f"a.report_a_type = '{ReportType.ORIGINAL}'"
-        texts += [_shown(dialect, a_is_original, section) for section in sections]
-        texts += [_shown(dialect, a_is_original, section, swapped=True) for section in sections]
-    fields += texts if text else ["''"] * len(texts)
+        texts |= {f"report_a_{s}": _shown(dialect, a_is_original, s) for s in sections}
+        texts |= {f"report_b_{s}": _shown(dialect, a_is_original, s, swapped=True) for s in sections}
+    fields |= texts if text else dict.fromkeys(texts, "''")
     where = selection.where(params)
     keys = ", ".join(_keys(dialect, realism))
     sql = f"""
-    SELECT {_record(dialect, fields)}
-    {_FROM_EXAMPLES}
+    SELECT {record(dialect, in_file_order(fields, _file(selection, "full")))}
+    {FROM_EXAMPLES}
     JOIN {ANNOTATION} a ON a.example_id = e.id
     WHERE a.voided_at IS NULL AND a.settled_at IS NOT NULL AND {where}
     WINDOW shuffled AS (PARTITION BY {keys} ORDER BY {shuffle})
@@ -193,17 +211,18 @@ def full_query(selection: Selection, seed: int, *, text: bool = True) -> tuple[s
 
 def disagreed_query(selection: Selection) -> tuple[str, list]:
     """The adjudicator's rating and rationale of each three-way split (empty while undecided)."""
-    dialect = _dialect()
+    dialect = sql_dialect()
     realism = selection.task == Task.REALISM
     params: list = []
     fields = _key_fields(dialect, realism)
-    fields += [_label("j.rating", params), _field(dialect, "COALESCE(j.rationale, '')")]
+    fields["rating"] = rating_label("j.rating", params)
+    fields["rationale"] = csv_field(dialect, "COALESCE(j.rationale, '')")
     params += [AdjudicationStatus.DONE]
     where = selection.where(params)
     params += [LabelSource.ADJUDICATED, ExampleState.ADJUDICATION]
     sql = f"""
-    SELECT {_record(dialect, fields)}
-    {_FROM_EXAMPLES}
+    SELECT {record(dialect, in_file_order(fields, _file(selection, "disagreed")))}
+    {FROM_EXAMPLES}
     LEFT JOIN {CONSENSUS} c ON c.example_id = e.id
     LEFT JOIN {ADJUDICATION} j ON j.example_id = e.id AND j.status = %s
     WHERE {where} AND (c.label_source = %s OR e.state = %s)
@@ -213,7 +232,7 @@ def disagreed_query(selection: Selection) -> tuple[str, list]:
 
 def consensus_query(selection: Selection) -> tuple[str, list]:
     """One record per released example, followed by its rating, label source and annotation count."""
-    dialect = _dialect()
+    dialect = sql_dialect()
     realism = selection.task == Task.REALISM
     params: list = []
     # A consensus stores how many annotations it was decided on (a void withdraws it); only
@@ -224,11 +243,13 @@ def consensus_query(selection: Selection) -> tuple[str, list]:
         "AND a.settled_at IS NOT NULL))"
     )
     fields = _key_fields(dialect, realism)
-    fields += [_label("c.rating", params), "COALESCE(c.label_source, '')", f"CAST({count} AS text)"]
+    fields["rating"] = rating_label("c.rating", params)
+    fields["label_source"] = "COALESCE(c.label_source, '')"
+    fields["n_annotations"] = f"CAST({count} AS text)"
     where = selection.where(params)
     sql = f"""
-    SELECT {_record(dialect, fields)}, c.rating, c.label_source, {count}
-    {_FROM_EXAMPLES}
+    SELECT {record(dialect, in_file_order(fields, _file(selection, "consensus")))}, c.rating, c.label_source, {count}
+    {FROM_EXAMPLES}
     LEFT JOIN {CONSENSUS} c ON c.example_id = e.id
     WHERE {where}
     ORDER BY {", ".join(_keys(dialect, realism))}"""
@@ -242,7 +263,7 @@ def judges_query(selection: Selection, judge_index: dict[int, int]) -> tuple[str
     account never appears. Task 1: keys, judge_index, rating, rationale; Task 2: keys,
     judge_index, report_a_type, rating, rationale.
     """
-    dialect = _dialect()
+    dialect = sql_dialect()
     realism = selection.task == Task.REALISM
     params: list = []
     cases = []
@@ -250,15 +271,17 @@ def judges_query(selection: Selection, judge_index: dict[int, int]) -> tuple[str
         cases.append("WHEN %s THEN %s")
         params += [enrolment_id, index]
     index_sql = f"CASE j.enrolment_id {' '.join(cases)} END"
-    fields = [*_key_fields(dialect, realism), f"CAST({index_sql} AS text)"]
+    fields = _key_fields(dialect, realism)
+    fields["judge_index"] = f"CAST({index_sql} AS text)"
     if not realism:
-        fields.append("j.report_a_type")
-    fields += [_label("j.rating", params), _field(dialect, "j.rationale")]
+        fields["report_a_type"] = "j.report_a_type"
+    fields["rating"] = rating_label("j.rating", params)
+    fields["rationale"] = csv_field(dialect, "j.rationale")
     where = selection.where(params)
     order_params = params[: 2 * len(cases)]
     sql = f"""
-    SELECT {_record(dialect, fields)}
-    {_FROM_EXAMPLES}
+    SELECT {record(dialect, in_file_order(fields, _file(selection, "judges")))}
+    {FROM_EXAMPLES}
     JOIN {JUDGE_READ} j ON j.example_id = e.id
     WHERE j.rating <> '' AND {where}
     ORDER BY {", ".join(_keys(dialect, realism))}, {index_sql}"""
@@ -275,7 +298,7 @@ def judge_indexes(selection: Selection, seed: int) -> dict[int, int]:
         where = Selection(selection.study_id, task, selection.datasets, selection.include_unfinished).where(params)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT DISTINCT j.enrolment_id {_FROM_EXAMPLES} JOIN {JUDGE_READ} j ON j.example_id = e.id "
+                f"SELECT DISTINCT j.enrolment_id {FROM_EXAMPLES} JOIN {JUDGE_READ} j ON j.example_id = e.id "
                 f"WHERE j.rating <> '' AND {where}",
                 params,
             )

@@ -34,6 +34,7 @@ from annotation.models import Annotation, Dataset, Example, ExampleState, GuideV
 from consensus.models import LabelSource
 from exports import models as release_models
 from exports import rows
+from exports.columns import JUDGE_FILES, RELEASE_FILES
 from exports.models import Release, ReleaseAction, ReleaseEvent, ReleaseStatus
 
 logger = logging.getLogger("readingroom.exports")
@@ -42,54 +43,9 @@ logger = logging.getLogger("readingroom.exports")
 VERSION_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+)*\Z")
 CHUNK = 2000
 
-TASK1_FULL = (
-    "dataset",
-    "study_id",
-    "reref_variation",
-    "report_type",
-    "annotation_index",
-    "rating",
-    "rationale",
-    "indication",
-    "comparison",
-    "technique",
-    "findings",
-    "impression",
-)
-TASK1_DISAGREED = ("dataset", "study_id", "reref_variation", "report_type", "rating", "rationale")
-TASK1_CONSENSUS = ("dataset", "study_id", "reref_variation", "report_type", "rating", "label_source", "n_annotations")
-TASK2_FULL = (
-    "dataset",
-    "study_id",
-    "reref_variation",
-    "annotation_index",
-    "report_a_type",
-    "rating",
-    "rationale",
-    "indication",
-    "comparison",
-    "technique",
-    "report_a_findings",
-    "report_a_impression",
-    "report_b_findings",
-    "report_b_impression",
-)
-TASK2_DISAGREED = ("dataset", "study_id", "reref_variation", "rating", "rationale")
-TASK2_CONSENSUS = ("dataset", "study_id", "reref_variation", "rating", "label_source", "n_annotations")
-
-# Only with include_judges (export_release --include-judges): the automated judges' ratings.
-TASK1_JUDGES = ("dataset", "study_id", "reref_variation", "report_type", "judge_index", "rating", "rationale")
-TASK2_JUDGES = ("dataset", "study_id", "reref_variation", "judge_index", "report_a_type", "rating", "rationale")
-JUDGE_COLUMNS = {"judges/task1_judges.csv": TASK1_JUDGES, "judges/task2_judges.csv": TASK2_JUDGES}
-
-COLUMNS = {
-    "task1/task1_full.csv": TASK1_FULL,
-    "task1/task1_disagreed.csv": TASK1_DISAGREED,
-    "task1/task1_consensus.csv": TASK1_CONSENSUS,
-    "task2/task2_full.csv": TASK2_FULL,
-    "task2/task2_disagreed.csv": TASK2_DISAGREED,
-    "task2/task2_consensus.csv": TASK2_CONSENSUS,
-}
+# Every file's columns, in file order: exports.columns, the one definition the queries share.
+COLUMNS = RELEASE_FILES
+JUDGE_COLUMNS = JUDGE_FILES
 
 Progress = Callable[[int, int], None]
 
