@@ -301,12 +301,7 @@ def _reading_payload(assignment: Assignment) -> dict:
 
 def _own_assignment(request: Request, assignment_id: uuid.UUID | str) -> Assignment:
     try:
-        return (
-            Assignment.objects.select_related("example__pair", "example__study", "annotation")
-            .exclude(status=AssignmentStatus.WITHDRAWN)
-            .exclude(held=True)  # still in the reader's reserve (consensus.reserve): not theirs to open yet
-            .get(public_id=assignment_id, reader=request.user)
-        )
+        return Assignment.objects.visible_to(request.user).get(public_id=assignment_id)
     except Assignment.DoesNotExist:
         raise NotFound from None
 

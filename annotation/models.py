@@ -652,6 +652,18 @@ class AssignmentQuerySet(models.QuerySet):
     def open(self) -> "AssignmentQuerySet":
         return self.filter(status=AssignmentStatus.OPEN)
 
+    def visible_to(self, reader) -> "AssignmentQuerySet":
+        """The reads a reader may open, by page or API, with what showing one needs. Another reader's
+        read is not there, exactly like one that does not exist; nor is one withdrawn from this
+        reader's queue (kept only because they had seen it), nor one still in their reserve
+        (consensus.reserve), which is not theirs to open yet."""
+        return (
+            self.filter(reader=reader)
+            .exclude(status=AssignmentStatus.WITHDRAWN)
+            .exclude(held=True)
+            .select_related("example__pair", "example__study", "annotation")
+        )
+
 
 class Assignment(models.Model):
     """An example in one reader's queue, in one of its three reading slots.

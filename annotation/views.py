@@ -342,16 +342,7 @@ def _reading_context(request: HttpRequest, assignment: Assignment, form: RatingF
 
 
 def _own_assignment(request: HttpRequest, assignment_id: uuid.UUID) -> Assignment:
-    # Another reader's assignment is a 404, exactly like one that does not exist; so is one that was
-    # withdrawn from this reader's queue (kept only because they had seen it).
-    # A read still in the reader's reserve (consensus.reserve) is not theirs to open yet.
-    return get_object_or_404(
-        Assignment.objects.select_related("example__pair", "example__study", "annotation")
-        .exclude(status=AssignmentStatus.WITHDRAWN)
-        .exclude(held=True),
-        public_id=assignment_id,
-        reader=request.user,
-    )
+    return get_object_or_404(Assignment.objects.visible_to(request.user), public_id=assignment_id)
 
 
 @role_required(Role.READER, Role.ADJUDICATOR)
