@@ -178,6 +178,10 @@ class Dataset(models.Model):
         return study_id
 
 
+# What a coordinator chooses when creating a study, besides its name and slug.
+CREATED_SETTINGS = ("keep_versions_apart", "undo_window_seconds", "reserve_percent")
+
+
 class StudyQuerySet(models.QuerySet):
     def of_reader(self, user) -> "StudyQuerySet":
         """The studies the user reads in: enrolled (in any role, active or not) or given work."""
@@ -194,6 +198,26 @@ class StudyQuerySet(models.QuerySet):
             Variation(study=study, key=key, label=label, dimension=dimension, position=position)
             for position, (key, label, dimension) in enumerate(taxonomy)
         )
+        return study
+
+    def create_study(self, *, slug: str, name: str, actor, **chosen) -> "Study":
+        """A coordinator's new study, by page or API: the default taxonomy, the settings chosen
+        (CREATED_SETTINGS; the others keep their defaults), audited with what it was created with."""
+        unknown = set(chosen) - set(CREATED_SETTINGS)
+        if unknown:
+            raise TypeError(f"not a setting chosen at creation: {sorted(unknown)}")
+        with transaction.atomic():
+            study = self.create_with_taxonomy(slug=slug, name=name)
+            if chosen:
+                for field, value in chosen.items():
+                    setattr(study, field, value)
+                study.save(update_fields=list(chosen))
+            AuditEvent.objects.record(
+                AuditAction.STUDY_CREATED,
+                study=study,
+                actor=actor,
+                after={"slug": study.slug, "name": study.name} | {f: getattr(study, f) for f in CREATED_SETTINGS},
+            )
         return study
 
 
@@ -341,6 +365,24 @@ class Study(models.Model):
                 actor=actor,
                 before={key: _number(value) for key, value in before.items()},
                 after={key: _number(value) for key, value in after.items()},
+            )
+        return True
+
+    def set_undo_window(self, seconds: int, *, actor) -> bool:
+        """How long readers may take back a rating, audited with the old value; False if unchanged.
+        Ratings stored before keep the window they were stored with (their settle_by)."""
+        with transaction.atomic():
+            before = Study.objects.select_for_update().values_list("undo_window_seconds", flat=True).get(pk=self.pk)
+            self.undo_window_seconds = seconds
+            if before == seconds:
+                return False
+            Study.objects.filter(pk=self.pk).update(undo_window_seconds=seconds)
+            AuditEvent.objects.record(
+                AuditAction.UNDO_WINDOW_CHANGED,
+                study=self,
+                actor=actor,
+                before={"undo_window_seconds": before},
+                after={"undo_window_seconds": seconds},
             )
         return True
 
@@ -926,6 +968,8 @@ class AuditAction(models.TextChoices):
     PRACTICE_IMPORTED = "practice_imported", "Practice items imported"
     PRACTICE_SETTINGS = "practice_settings", "Practice requirement changed"
     MARGINS_CHANGED = "margins_changed", "Analysis margins changed"
+    STUDY_CREATED = "study_created", "Study created"
+    UNDO_WINDOW_CHANGED = "undo_window_changed", "Undo window changed"
 
 
 def _refuse_change(model: type[models.Model]) -> TypeError:

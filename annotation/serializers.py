@@ -1,6 +1,14 @@
 from rest_framework import serializers
 
-from annotation.models import GUIDE_MAX_LENGTH, RATIONALE_MAX_LENGTH, CandidatePair, Dataset, Rating, Study
+from annotation.models import (
+    CREATED_SETTINGS,
+    GUIDE_MAX_LENGTH,
+    RATIONALE_MAX_LENGTH,
+    CandidatePair,
+    Dataset,
+    Rating,
+    Study,
+)
 from consensus.conflicts import ROW_HIDDEN
 
 
@@ -55,15 +63,10 @@ class StudySerializer(serializers.ModelSerializer):
         return [{"key": v.key, "label": v.label, "dimension": v.dimension} for v in study.variations.all()]
 
     def create(self, validated_data: dict) -> Study:
-        study = Study.objects.create_with_taxonomy(slug=validated_data["slug"], name=validated_data["name"])
-        chosen = [
-            key for key in ("keep_versions_apart", "undo_window_seconds", "reserve_percent") if key in validated_data
-        ]
-        if chosen:
-            for key in chosen:
-                setattr(study, key, validated_data[key])
-            study.save(update_fields=chosen)
-        return study
+        chosen = {key: validated_data[key] for key in CREATED_SETTINGS if key in validated_data}
+        return Study.objects.create_study(
+            slug=validated_data["slug"], name=validated_data["name"], actor=self.context["request"].user, **chosen
+        )
 
 
 class DatasetSerializer(serializers.ModelSerializer):

@@ -5,7 +5,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
@@ -42,7 +41,17 @@ from annotation.guide import (
     render_guide,
 )
 from annotation.importing import COLUMN_HELP, EXAMPLE_PAIRS, ImportRejected
-from annotation.models import Assignment, AssignmentStatus, GuideVersion, PracticeAttempt, Rating, Role, Study, Task
+from annotation.models import (
+    CREATED_SETTINGS,
+    Assignment,
+    AssignmentStatus,
+    GuideVersion,
+    PracticeAttempt,
+    Rating,
+    Role,
+    Study,
+    Task,
+)
 from annotation.practice import (
     PendingStep,
     PracticeRefused,
@@ -160,12 +169,10 @@ def preferences(request: HttpRequest) -> HttpResponse:
 def study_list(request: HttpRequest) -> HttpResponse:
     form = StudyForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        with transaction.atomic():
-            study = Study.objects.create_with_taxonomy(slug=form.cleaned_data["slug"], name=form.cleaned_data["name"])
-            settings_chosen = ["keep_versions_apart", "undo_window_seconds", "reserve_percent"]
-            for field in settings_chosen:
-                setattr(study, field, form.cleaned_data[field])
-            study.save(update_fields=settings_chosen)
+        data = form.cleaned_data
+        study = Study.objects.create_study(
+            slug=data["slug"], name=data["name"], actor=request.user, **{f: data[f] for f in CREATED_SETTINGS}
+        )
         return redirect(study)
     studies = Study.objects.order_by("name")
     return render(request, "annotation/study_list.html", {"studies": studies, "form": form})
@@ -285,7 +292,7 @@ def study_undo_window(request: HttpRequest, slug: str) -> HttpResponse:
     form = UndoWindowForm(request.POST, instance=study)
     if not form.is_valid():
         return _render_partial(request, "undo-window", {"study": study, "undo_form": form}, status=UNPROCESSABLE)
-    form.save()
+    study.set_undo_window(form.cleaned_data["undo_window_seconds"], actor=request.user)
     context = {"study": study, "undo_form": UndoWindowForm(instance=study), "undo_saved": True}
     return _render_partial(request, "undo-window", context, status=200)
 

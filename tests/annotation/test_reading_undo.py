@@ -10,7 +10,18 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from annotation.models import Annotation, Assignment, AssignmentStatus, Rating, ReportType, Role, Study, Task
+from annotation.models import (
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
+    Rating,
+    ReportType,
+    Role,
+    Study,
+    Task,
+)
 from consensus.services import settle_due_ratings
 from tests.factories import make_assignment, make_example, make_pair, make_study, make_user
 
@@ -180,6 +191,21 @@ def test_a_coordinator_sets_the_undo_window_of_a_study(client, coordinator):
     study.refresh_from_db()
     assert study.undo_window_seconds == 30
     assert 'name="undo_window_seconds"' in client.get(reverse("study_detail", args=[study.slug])).content.decode()
+
+
+def test_changing_the_undo_window_is_audited_with_the_old_value_and_an_unchanged_one_is_not(client, coordinator):
+    study = make_study(undo_window_seconds=120)
+    client.force_login(coordinator)
+    url = reverse("study_undo_window", args=[study.slug])
+
+    client.post(url, {"undo_window_seconds": "30"}, **HTMX)
+    client.post(url, {"undo_window_seconds": "30"}, **HTMX)
+    client.post(url, {"undo_window_seconds": "99999"}, **HTMX)  # refused: nothing to audit
+
+    events = AuditEvent.objects.filter(study=study, action=AuditAction.UNDO_WINDOW_CHANGED)
+    assert [(e.actor, e.before, e.after) for e in events] == [
+        (coordinator, {"undo_window_seconds": 120}, {"undo_window_seconds": 30})
+    ]
 
 
 def test_only_a_coordinator_sets_the_undo_window(client, reader):

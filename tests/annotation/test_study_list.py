@@ -2,8 +2,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from rest_framework.test import APIClient
 
-from annotation.models import Role, Study
+from annotation.models import CREATED_SETTINGS, AuditAction, AuditEvent, Role, Study
 from annotation.services import sample_pairs
 from tests.factories import make_pair, make_study, make_user
 
@@ -28,6 +29,24 @@ def test_it_creates_a_study_with_the_default_taxonomy(client, coordinator):
     assert response.url == reverse("study_detail", args=["reref-2026"])
     assert study.variations.count() == 12
     assert study.reads_per_example == 2
+
+
+def test_a_study_created_by_page_or_api_is_audited_with_its_settings(client, coordinator):
+    client.force_login(coordinator)
+    client.post(reverse("study_list"), {"name": "Page", "slug": "page", "undo_window_seconds": "30"})
+    api = APIClient()
+    api.force_authenticate(coordinator)
+    api.post("/api/studies/", {"slug": "api", "name": "Api", "reserve_percent": 50}, format="json")
+
+    events = {e.study.slug: e for e in AuditEvent.objects.filter(action=AuditAction.STUDY_CREATED)}
+    assert events.keys() == {"page", "api"}
+    assert events["page"].actor == events["api"].actor == coordinator
+    page, by_api = Study.objects.get(slug="page"), Study.objects.get(slug="api")
+    for study in (page, by_api):
+        expected = {"slug": study.slug, "name": study.name} | {f: getattr(study, f) for f in CREATED_SETTINGS}
+        assert events[study.slug].after == expected
+    assert events["page"].after["undo_window_seconds"] == 30
+    assert events["api"].after["reserve_percent"] == 50
 
 
 def test_it_shows_form_errors_for_a_taken_slug(client, coordinator):
