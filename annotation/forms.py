@@ -8,7 +8,7 @@ from annotation.models import (
     TASK_RATINGS,
     Dataset,
     Preferences,
-    Rating,
+    RatingChoice,
     Study,
 )
 
@@ -112,7 +112,7 @@ class RatingForm(forms.Form):
 
     def __init__(self, *args, task: str, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["rating"].choices = [(r, Rating(r).label) for r in TASK_RATINGS[task]]
+        self.fields["rating"].choices = [(r, RatingChoice(r).label) for r in TASK_RATINGS[task]]
 
 
 class GuideForm(forms.Form):

@@ -73,7 +73,7 @@ class ReportType(models.TextChoices):
     ALTERNATIVE = "alternative", "Alternative"
 
 
-class Rating(models.TextChoices):
+class RatingChoice(models.TextChoices):
     """Every label of both tasks; the labels are written to the release exactly as shown."""
 
     REALISTIC = "realistic", "Realistic"
@@ -85,11 +85,11 @@ class Rating(models.TextChoices):
 
 
 TASK_RATINGS: dict[str, tuple[str, ...]] = {
-    Task.REALISM: (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES),
-    Task.EQUIVALENCE: (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY),
+    Task.REALISM: (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES),
+    Task.EQUIVALENCE: (RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY),
 }
 # The one label of each task that needs no rationale.
-RATINGS_WITHOUT_RATIONALE = (Rating.REALISTIC, Rating.EQUIVALENT)
+RATINGS_WITHOUT_RATIONALE = (RatingChoice.REALISTIC, RatingChoice.EQUIVALENT)
 # A rationale says what the reader found: a few sentences, never a document.
 RATIONALE_MAX_LENGTH = 10_000
 
@@ -880,7 +880,7 @@ class Annotation(models.Model):
     example = models.ForeignKey(Example, on_delete=models.PROTECT, related_name="annotations")
     reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="annotations")
     task = models.CharField(max_length=16, choices=Task.choices)
-    rating = models.CharField(max_length=24, choices=Rating.choices)
+    rating = models.CharField(max_length=24, choices=RatingChoice.choices)
     rationale = models.TextField(blank=True)
     form_token = models.UUIDField(unique=True, help_text="Makes a repeated submission of one form harmless.")
     report_a_type = models.CharField(max_length=16, choices=ReportType.choices, blank=True)
@@ -1147,7 +1147,7 @@ class PracticeItem(models.Model):
     original_impression = models.TextField(blank=True)
     alternative_findings = models.TextField(blank=True)
     alternative_impression = models.TextField(blank=True)
-    reference_rating = models.CharField(max_length=24, choices=Rating.choices)
+    reference_rating = models.CharField(max_length=24, choices=RatingChoice.choices)
     explanation = models.TextField()
     content_key = models.CharField(max_length=64, editable=False, help_text="SHA-256 of the texts shown.")
     position = models.PositiveIntegerField(default=0, help_text="Readers practise in this order.")
@@ -1209,7 +1209,7 @@ class PracticeAttempt(models.Model):
     task = models.CharField(max_length=16, choices=Task.choices, editable=False)
     report_a_type = models.CharField(max_length=16, choices=ReportType.choices, blank=True)
     first_shown_at = models.DateTimeField(null=True, blank=True)
-    rating = models.CharField(max_length=24, choices=Rating.choices, blank=True)
+    rating = models.CharField(max_length=24, choices=RatingChoice.choices, blank=True)
     rationale = models.TextField(blank=True)
     form_token = models.UUIDField(null=True, blank=True, unique=True)
     rated_at = models.DateTimeField(null=True, blank=True)

@@ -28,7 +28,7 @@ from annotation.models import (
     AuditEvent,
     PracticeAttempt,
     PracticeItem,
-    Rating,
+    RatingChoice,
     ReaderQueue,
     ReportType,
     Study,
@@ -90,7 +90,7 @@ def _parse_rating(value: str, task: str) -> str | None:
     """A rating of the task from its value (minor_issues) or its label (Minor Issues), else None."""
     wanted = value.strip().casefold()
     for rating in TASK_RATINGS[task]:
-        if wanted in (rating, Rating(rating).label.casefold()):
+        if wanted in (rating, RatingChoice(rating).label.casefold()):
             return rating
     return None
 
@@ -115,7 +115,7 @@ def _items_from_row(study: Study, row: importing.ParsedRow, problems: list[Impor
             continue
         rating = _parse_rating(raw, task)
         if rating is None:
-            labels = ", ".join(f"{r} ({Rating(r).label})" for r in TASK_RATINGS[task])
+            labels = ", ".join(f"{r} ({RatingChoice(r).label})" for r in TASK_RATINGS[task])
             problems.append(
                 ImportProblem(f"'{raw}' is not a rating of {Task(task).label}. Use one of: {labels}.", line=row.line,
                               field=rating_column)
@@ -353,7 +353,7 @@ def practice_reading_item(attempt: PracticeAttempt) -> ReadingItem:
 def _validated_rationale(task: str, rating: str, rationale: str) -> str:
     # The rules of real ratings (consensus.services.validate_rating), which this module may not import.
     if rating not in TASK_RATINGS[task]:
-        labels = ", ".join(Rating(r).label for r in TASK_RATINGS[task])
+        labels = ", ".join(RatingChoice(r).label for r in TASK_RATINGS[task])
         raise PracticeRefused(f"Choose one of: {labels}.", field="rating")
     rationale = rationale.strip()
     if len(rationale) > RATIONALE_MAX_LENGTH:
@@ -363,7 +363,7 @@ def _validated_rationale(task: str, rating: str, rationale: str) -> str:
         )
     if not rationale and rating not in RATINGS_WITHOUT_RATIONALE:
         raise PracticeRefused(
-            f"A rationale is required for {Rating(rating).label}: say what you found.", field="rationale"
+            f"A rationale is required for {RatingChoice(rating).label}: say what you found.", field="rationale"
         )
     return rationale
 

@@ -23,7 +23,7 @@ from annotation.models import (
     AuditEvent,
     CandidatePair,
     Example,
-    Rating,
+    RatingChoice,
     ReaderQueue,
     ReportType,
     Study,
@@ -33,13 +33,14 @@ from annotation.rows import Selected, attach, instances, select_list
 
 # The protocol's definitions, shown next to the labels.
 RATING_DEFINITIONS: dict[str, str] = {
-    Rating.REALISTIC: "Reads as written by a practicing radiologist in routine care.",
-    Rating.MINOR_ISSUES: "Mostly realistic, with subtle unusual phrasing or formatting; clinically correct.",
-    Rating.MAJOR_ISSUES: "Major errors, incoherent phrasing, or unnatural elements a radiologist would not write.",
-    Rating.EQUIVALENT: "A treating physician would find the same findings and make the same decisions.",
-    Rating.MINOR_DISCREPANCY: "Differences in style, structure, terminology or detail that do not change "
+    RatingChoice.REALISTIC: "Reads as written by a practicing radiologist in routine care.",
+    RatingChoice.MINOR_ISSUES: "Mostly realistic, with subtle unusual phrasing or formatting; clinically correct.",
+    RatingChoice.MAJOR_ISSUES: "Major errors, incoherent phrasing, or unnatural elements a radiologist would "
+    "not write.",
+    RatingChoice.EQUIVALENT: "A treating physician would find the same findings and make the same decisions.",
+    RatingChoice.MINOR_DISCREPANCY: "Differences in style, structure, terminology or detail that do not change "
     "clinical actions.",
-    Rating.MAJOR_DISCREPANCY: "Differences that could change clinical decisions.",
+    RatingChoice.MAJOR_DISCREPANCY: "Differences that could change clinical decisions.",
 }
 
 TASK_QUESTIONS: dict[str, str] = {
@@ -91,7 +92,7 @@ def present(task: str, source, *, report_type: str = "", report_a_type: str = ""
     labels = tuple(
         ShownLabel(
             value=rating,
-            label=Rating(rating).label,
+            label=RatingChoice(rating).label,
             definition=RATING_DEFINITIONS[rating],
             key=position,
             needs_rationale=rating not in RATINGS_WITHOUT_RATIONALE,
@@ -273,7 +274,7 @@ def saved_notice(reader, *, saved: Annotation | None = None, now: datetime | Non
     seconds_left = undo_seconds_left(saved, now=now)
     return SavedNotice(
         item=item or 1,
-        rating_label=Rating(saved.rating).label,
+        rating_label=RatingChoice(saved.rating).label,
         task=saved.task,
         task_label=Task(saved.task).label,
         study_slug=study.slug,

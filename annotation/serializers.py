@@ -6,7 +6,7 @@ from annotation.models import (
     RATIONALE_MAX_LENGTH,
     CandidatePair,
     Dataset,
-    Rating,
+    RatingChoice,
     Study,
 )
 from consensus.conflicts import ROW_HIDDEN
@@ -208,7 +208,7 @@ class ReadingItemSerializer(serializers.Serializer):
 
 
 class RatingRequestSerializer(serializers.Serializer):
-    rating = serializers.ChoiceField(choices=Rating.choices)
+    rating = serializers.ChoiceField(choices=RatingChoice.choices)
     rationale = serializers.CharField(
         allow_blank=True,
         required=False,

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q
 
-from annotation.models import Rating, Task, tiebreak
+from annotation.models import RatingChoice, Task, tiebreak
 from consensus.models import Adjudication, AdjudicationStatus
 
 
@@ -61,7 +61,7 @@ def prior_ratings(adjudication) -> list[PriorRating]:
     annotations.sort(key=lambda a: tiebreak(example.study.seed, "prior-order", adjudication.public_id, a.public_id))
     return [
         PriorRating(
-            label=Rating(a.rating).label,
+            label=RatingChoice(a.rating).label,
             rationale=a.rationale,
             order_differs=example.task == Task.EQUIVALENCE and a.report_a_type != adjudication.report_a_type,
         )

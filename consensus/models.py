@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.models import Example, Rating, ReportType, Task, rating_fits_task, rationale_fits
+from annotation.models import Example, RatingChoice, ReportType, Task, rating_fits_task, rationale_fits
 
 
 class AdjudicationStatus(models.TextChoices):
@@ -31,7 +31,7 @@ class Adjudication(models.Model):
     adjudicator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="adjudications")
     status = models.CharField(max_length=8, choices=AdjudicationStatus.choices, default=AdjudicationStatus.OPEN)
     task = models.CharField(max_length=16, choices=Task.choices)
-    rating = models.CharField(max_length=24, choices=Rating.choices, blank=True)
+    rating = models.CharField(max_length=24, choices=RatingChoice.choices, blank=True)
     rationale = models.TextField(blank=True)
     form_token = models.UUIDField(unique=True, null=True, blank=True)
     report_a_type = models.CharField(max_length=16, choices=ReportType.choices, blank=True)
@@ -74,7 +74,7 @@ class ConsensusLabel(models.Model):
 
     example = models.OneToOneField(Example, on_delete=models.PROTECT, related_name="consensus")
     task = models.CharField(max_length=16, choices=Task.choices)
-    rating = models.CharField(max_length=24, choices=Rating.choices)
+    rating = models.CharField(max_length=24, choices=RatingChoice.choices)
     label_source = models.CharField(max_length=16, choices=LabelSource.choices)
     n_annotations = models.PositiveSmallIntegerField()
     decided_at = models.DateTimeField(auto_now_add=True)

@@ -50,7 +50,7 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReaderQueue,
     ReportType,
     Study,
@@ -119,7 +119,7 @@ class SubmitResult:
 def validate_rating(task: str, rating: str, rationale: str, *, rationale_always_required: bool = False) -> str:
     """The rationale to store, or SubmissionRefused naming the field."""
     if rating not in TASK_RATINGS[task]:
-        labels = ", ".join(Rating(r).label for r in TASK_RATINGS[task])
+        labels = ", ".join(RatingChoice(r).label for r in TASK_RATINGS[task])
         raise SubmissionRefused(f"Choose one of: {labels}.", field="rating")
     rationale = rationale.strip()
     if len(rationale) > RATIONALE_MAX_LENGTH:
@@ -129,7 +129,7 @@ def validate_rating(task: str, rating: str, rationale: str, *, rationale_always_
         )
     if not rationale and (rationale_always_required or rating not in RATINGS_WITHOUT_RATIONALE):
         raise SubmissionRefused(
-            f"A rationale is required for {Rating(rating).label}: say what you found.", field="rationale"
+            f"A rationale is required for {RatingChoice(rating).label}: say what you found.", field="rationale"
         )
     return rationale
 

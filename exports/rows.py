@@ -30,7 +30,7 @@ from annotation.models import (
     Dataset,
     Example,
     ExampleState,
-    Rating,
+    RatingChoice,
     ReportType,
     Task,
     Variation,
@@ -100,7 +100,7 @@ def csv_field(dialect: Dialect, sql: str) -> str:
 def rating_label(sql: str, params: list) -> str:
     """The label readers saw for a stored rating ('' for none); labels hold no CSV specials."""
     cases = []
-    for value, label in Rating.choices:
+    for value, label in RatingChoice.choices:
         cases.append("WHEN %s THEN %s")
         params += [value, label]
     return f"CASE {sql} {' '.join(cases)} ELSE '' END"

@@ -30,7 +30,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from annotation.models import Annotation, Dataset, Example, ExampleState, GuideVersion, Rating, Study, Task
+from annotation.models import Annotation, Dataset, Example, ExampleState, GuideVersion, RatingChoice, Study, Task
 from consensus.models import LabelSource
 from exports import models as release_models
 from exports import rows
@@ -277,7 +277,7 @@ def _write_task(
         counts.with_two += annotations == 2
         counts.with_three += annotations == 3
         if rating:
-            counts.by_label[Rating(rating).label] += 1
+            counts.by_label[RatingChoice(rating).label] += 1
             counts.by_source[source] += 1
             counts.adjudicated += source == LabelSource.ADJUDICATED
     advance(consensus.rows)
@@ -343,10 +343,10 @@ def _readme_context(study: Study, summary: ReleaseSummary) -> dict:
     tasks = []
     for task, name in ((Task.REALISM, "Task 1: Realism"), (Task.EQUIVALENCE, "Task 2: Clinical Equivalence")):
         counts = summary.counts[task]
-        labels = [Rating(r).label for r in (
-            (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+        labels = [RatingChoice(r).label for r in (
+            (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
             if task == Task.REALISM
-            else (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
+            else (RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY)
         )]  # fmt: skip
         prefix = "task1" if task == Task.REALISM else "task2"
         tasks.append(

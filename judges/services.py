@@ -24,7 +24,7 @@ from annotation.models import (
     AuditEvent,
     Example,
     GuideVersion,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Study,
@@ -293,7 +293,7 @@ def show_judge_read(read: JudgeRead) -> JudgeRead:
 
 def _validate(task: str, rating: str, rationale: str) -> str:
     if rating not in TASK_RATINGS[task]:
-        labels = ", ".join(Rating(r).label for r in TASK_RATINGS[task])
+        labels = ", ".join(RatingChoice(r).label for r in TASK_RATINGS[task])
         raise JudgeRatingRefused(f"Choose one of: {labels}.", field="rating")
     rationale = rationale.strip()
     if len(rationale) > RATIONALE_MAX_LENGTH:
@@ -303,7 +303,7 @@ def _validate(task: str, rating: str, rationale: str) -> str:
         )
     if not rationale and rating not in RATINGS_WITHOUT_RATIONALE:
         raise JudgeRatingRefused(
-            f"A rationale is required for {Rating(rating).label}: say what you found.", field="rationale"
+            f"A rationale is required for {RatingChoice(rating).label}: say what you found.", field="rationale"
         )
     return rationale
 

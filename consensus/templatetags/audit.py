@@ -4,7 +4,7 @@ read elsewhere (Major Discrepancy, decided by majority), not as stored (major_di
 from django import template
 from django.db import models
 
-from annotation.models import MemberRole, Rating, Task
+from annotation.models import MemberRole, RatingChoice, Task
 from consensus.models import LabelSource
 from consensus.progress import WaitingFor
 
@@ -18,7 +18,7 @@ KEY_LABELS: dict[str, str] = {
     "how": "how",
 }
 VALUE_CHOICES: dict[str, type[models.TextChoices]] = {
-    "rating": Rating,
+    "rating": RatingChoice,
     "label_source": LabelSource,
     "role": MemberRole,
     "task": Task,

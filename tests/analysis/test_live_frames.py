@@ -9,7 +9,7 @@ from django.db import transaction
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
 from analysis.live import reader_key, study_frames
 from analysis.release_folder import read_release
-from annotation.models import Annotation, Example, Rating, Study, Task
+from annotation.models import Annotation, Example, RatingChoice, Study, Task
 from exports.services import build_release
 from tests.exports.test_build_release import hostile_study
 from tests.factories import make_reading_study, rate_open_reads
@@ -77,8 +77,8 @@ def test_a_dataset_filter_gives_the_restricted_release(replay, tmp_path):
 def test_examples_without_consensus_are_left_out_of_every_frame():
     study, _, _ = make_reading_study(pairs=1, readers=4)
     alternative, original = Example.objects.filter(study=study, task=Task.REALISM).order_by("report_type")
-    rate_open_reads(original, Rating.REALISTIC, Rating.REALISTIC)
-    rate_open_reads(alternative, Rating.REALISTIC, Rating.MINOR_ISSUES)  # waiting for a third read
+    rate_open_reads(original, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
+    rate_open_reads(alternative, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)  # waiting for a third read
 
     frames = study_frames(study)
 
@@ -109,7 +109,7 @@ def test_the_reads_carry_slots_and_opaque_reader_keys_never_accounts(replay):
     assert set(reads["reader"]) == {reader_key(replay, a.reader_id) for a in annotations}
     assert not reads.apply(lambda column: column.isin(usernames)).any().any()
     # The same read, as in the full file: one reader per slot of an example, labels as shown.
-    assert set(reads["rating"]) <= set(dict(Rating.choices).values())
+    assert set(reads["rating"]) <= set(dict(RatingChoice.choices).values())
     assert not reads.duplicated(["task", "dataset", "study_id", "reref_variation", "report_type", "slot"]).any()
     assert not reads.duplicated(["task", "dataset", "study_id", "reref_variation", "report_type", "reader"]).any()
 

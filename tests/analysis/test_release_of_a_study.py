@@ -4,7 +4,7 @@ import pytest
 
 from analysis.release_folder import read_release
 from analysis.results import analyze
-from annotation.models import Example, Rating, Task
+from annotation.models import Example, RatingChoice, Task
 from exports.services import build_release
 from tests.factories import make_reading_study, rate_open_reads
 
@@ -15,11 +15,11 @@ def test_a_release_with_unfinished_examples_counts_only_those_with_a_consensus(t
     # Enough readers for every third read (the default): realism[1] takes one.
     study, _, _ = make_reading_study(pairs=3)
     realism = list(Example.objects.filter(study=study, task=Task.REALISM).order_by("pk"))
-    rate_open_reads(realism[0], Rating.REALISTIC, Rating.REALISTIC)
-    rate_open_reads(realism[1], Rating.MINOR_ISSUES, Rating.REALISTIC, Rating.MINOR_ISSUES)
-    rate_open_reads(realism[2], Rating.MAJOR_ISSUES)  # one read: no consensus yet
+    rate_open_reads(realism[0], RatingChoice.REALISTIC, RatingChoice.REALISTIC)
+    rate_open_reads(realism[1], RatingChoice.MINOR_ISSUES, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
+    rate_open_reads(realism[2], RatingChoice.MAJOR_ISSUES)  # one read: no consensus yet
     equivalence = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
-    rate_open_reads(equivalence, Rating.EQUIVALENT, Rating.EQUIVALENT)
+    rate_open_reads(equivalence, RatingChoice.EQUIVALENT, RatingChoice.EQUIVALENT)
     build_release(study, tmp_path / "release", license_text="CC BY 4.0\n", include_unfinished=True)
 
     results = analyze(read_release(tmp_path / "release"))

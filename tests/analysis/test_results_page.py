@@ -15,7 +15,7 @@ from django.utils.html import escape
 from analysis.live import reader_key
 from analysis.services import Scope, request_results, results_state
 from analysis.tasks import compute_results_task
-from annotation.models import Annotation, Example, Rating, Role
+from annotation.models import Annotation, Example, RatingChoice, Role
 from consensus.services import void_annotation
 from tests.exports.release_helpers import rated_study
 from tests.factories import make_pair, make_study, make_user, rate_open_reads
@@ -283,7 +283,7 @@ def test_the_page_reads_the_database_in_a_fixed_number_of_queries(
 
     large = rated_study("large")
     for example in Example.objects.filter(study=large, consensus__isnull=True):
-        rate_open_reads(example, Rating.REALISTIC, Rating.REALISTIC)
+        rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
     computed(client, large, django_capture_on_commit_callbacks)
     with CaptureQueriesContext(connection) as large_queries:
         client.get(_url(large))

@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import Example, Rating, ReportType, Role, Task
+from annotation.models import Example, RatingChoice, ReportType, Role, Task
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from tests.factories import make_reading_study, make_user, rate
 
@@ -15,8 +15,8 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 def _split(study, task: str = Task.REALISM) -> Adjudication:
     labels = {
-        Task.REALISM: (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES),
-        Task.EQUIVALENCE: (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY),
+        Task.REALISM: (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES),
+        Task.EQUIVALENCE: (RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY),
     }[task]
     example = Example.objects.filter(study=study, task=task, adjudications__isnull=True).order_by("pk").first()
     first, second = example.assignments.select_related("reader").order_by("slot")
@@ -59,7 +59,9 @@ def test_the_rationale_is_always_required(client):
     client.force_login(adjudication.adjudicator)
     url = reverse("adjudication_page", args=[adjudication.public_id])
     client.get(url)
-    response = client.post(url, {"rating": Rating.REALISTIC, "rationale": " ", "form_token": uuid.uuid4()}, **HTMX)
+    response = client.post(
+        url, {"rating": RatingChoice.REALISTIC, "rationale": " ", "form_token": uuid.uuid4()}, **HTMX
+    )
     assert response.status_code == 422
     assert "A rationale is required" in response.content.decode()
     adjudication.refresh_from_db()
@@ -73,11 +75,13 @@ def test_the_decision_becomes_the_consensus(client):
     url = reverse("adjudication_page", args=[adjudication.public_id])
     client.get(url)
     response = client.post(
-        url, {"rating": Rating.MINOR_ISSUES, "rationale": "Unusual but correct.", "form_token": uuid.uuid4()}, **HTMX
+        url,
+        {"rating": RatingChoice.MINOR_ISSUES, "rationale": "Unusual but correct.", "form_token": uuid.uuid4()},
+        **HTMX,
     )
     assert response.status_code == 200
     consensus = ConsensusLabel.objects.get(example=adjudication.example)
-    assert (consensus.rating, consensus.label_source) == (Rating.MINOR_ISSUES, LabelSource.ADJUDICATED)
+    assert (consensus.rating, consensus.label_source) == (RatingChoice.MINOR_ISSUES, LabelSource.ADJUDICATED)
     # Back: the decision read-only.
     html = client.get(url).content.decode()
     assert "Your final rating" in html and "Unusual but correct." in html
@@ -89,7 +93,7 @@ def test_a_decision_on_an_adjudication_never_shown_is_refused_then_shown(client)
     adjudication = _split(study)
     client.force_login(adjudication.adjudicator)
     url = reverse("adjudication_page", args=[adjudication.public_id])
-    data = {"rating": Rating.MINOR_ISSUES, "rationale": "Unusual but correct.", "form_token": uuid.uuid4()}
+    data = {"rating": RatingChoice.MINOR_ISSUES, "rationale": "Unusual but correct.", "form_token": uuid.uuid4()}
 
     response = client.post(url, data, **HTMX)
 

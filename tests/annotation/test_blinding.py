@@ -24,7 +24,7 @@ from annotation.models import (
     Dataset,
     Example,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Study,
@@ -144,7 +144,7 @@ def world() -> World:
 
 def _other_rates(world: World) -> None:
     """The other reader rates the original, with a rationale the scans look for."""
-    annotation = rate(world.other_assignment, Rating.MAJOR_ISSUES, OTHER_RATIONALE).annotation
+    annotation = rate(world.other_assignment, RatingChoice.MAJOR_ISSUES, OTHER_RATIONALE).annotation
     Annotation.objects.filter(pk=annotation.pk).update(id=OTHER_ANNOTATION_PK)
 
 
@@ -236,7 +236,7 @@ def test_the_original_and_the_alternative_pages_are_identical_apart_from_the_tex
 @pytest.mark.parametrize("headers", [{}, {"HTTP_HX_REQUEST": "true"}], ids=["page", "htmx-fragment"])
 def test_the_rated_pages_of_the_original_and_the_alternative_are_identical(world, headers):
     for assignment in (world.original, world.alternative):
-        rate(assignment, Rating.MINOR_ISSUES, "The same reason for both.")
+        rate(assignment, RatingChoice.MINOR_ISSUES, "The same reason for both.")
     items = (world.original, world.alternative)
     reports = (ORIGINAL_TEXT, ALTERNATIVE_TEXT)
 
@@ -316,22 +316,22 @@ def test_nothing_a_reader_receives_names_the_version_variation_dataset_or_intern
     # A rating through the page, a failed one, and one through the API, then the rated item.
     client = _client(reader)
     responses["invalid rating"] = client.post(
-        _page(world.original), {"rating": Rating.MAJOR_ISSUES, "rationale": "", "form_token": uuid.uuid4()}
+        _page(world.original), {"rating": RatingChoice.MAJOR_ISSUES, "rationale": "", "form_token": uuid.uuid4()}
     )
     responses["htmx rating"] = client.post(
         _page(world.original),
-        {"rating": Rating.MINOR_ISSUES, "rationale": "Odd.", "form_token": uuid.uuid4()},
+        {"rating": RatingChoice.MINOR_ISSUES, "rationale": "Odd.", "form_token": uuid.uuid4()},
         HTTP_HX_REQUEST="true",
     )
     Annotation.objects.filter(assignment=world.original).update(id=OWN_ANNOTATION_PK)
     responses["again"] = client.post(
         _page(world.original),
-        {"rating": Rating.REALISTIC, "rationale": "", "form_token": uuid.uuid4()},
+        {"rating": RatingChoice.REALISTIC, "rationale": "", "form_token": uuid.uuid4()},
         HTTP_HX_REQUEST="true",
     )
     responses["api rating"] = client.post(
         f"{_api(world.alternative)}rating/",
-        {"rating": Rating.REALISTIC, "rationale": "", "form_token": str(uuid.uuid4())},
+        {"rating": RatingChoice.REALISTIC, "rationale": "", "form_token": str(uuid.uuid4())},
         content_type="application/json",
     )
     responses["rated page"] = _get(reader, _page(world.original))
@@ -405,7 +405,7 @@ def test_another_readers_assignment_is_exactly_like_one_that_does_not_exist(worl
 
 def test_posting_to_another_readers_assignment_is_a_404_too(world):
     client = _client(world.reader)
-    data = {"rating": Rating.REALISTIC, "rationale": "", "form_token": str(uuid.uuid4())}
+    data = {"rating": RatingChoice.REALISTIC, "rationale": "", "form_token": str(uuid.uuid4())}
 
     page = client.post(_page(world.other_assignment), data)
     fragment = client.post(_page(world.other_assignment), data, HTTP_HX_REQUEST="true")
@@ -449,8 +449,8 @@ def third_read(world) -> tuple[Assignment, Assignment]:
     StudyMember.objects.filter(user=world.other).update(active=False)
     Assignment.objects.filter(reader=reader).delete()
     initial = Assignment.objects.create(example=fresh, reader=reader, slot=1)
-    rate(Assignment.objects.create(example=disputed, reader=first, slot=1), Rating.REALISTIC, "")
-    rate(Assignment.objects.create(example=disputed, reader=second, slot=2), Rating.MAJOR_ISSUES, OTHER_RATIONALE)
+    rate(Assignment.objects.create(example=disputed, reader=first, slot=1), RatingChoice.REALISTIC, "")
+    rate(Assignment.objects.create(example=disputed, reader=second, slot=2), RatingChoice.MAJOR_ISSUES, OTHER_RATIONALE)
     third = Assignment.objects.get(example=disputed, reader=reader)
     assert third.slot == 3
     return third, initial

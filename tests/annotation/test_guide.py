@@ -15,7 +15,7 @@ from annotation.models import (
     AuditEvent,
     GuideAcknowledgement,
     GuideVersion,
-    Rating,
+    RatingChoice,
     Role,
     Task,
 )
@@ -206,7 +206,7 @@ def test_after_a_change_the_reader_sees_what_changed_and_confirms_again(client, 
     # The item on screen is rated; the next one waits for the new version (htmx: a client redirect).
     response = client.post(
         reverse("reading_page", args=[first.public_id]),
-        {"rating": Rating.REALISTIC, "rationale": "", "form_token": "6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b"},
+        {"rating": RatingChoice.REALISTIC, "rationale": "", "form_token": "6f1c2a4e-0d5b-4c8e-9a7f-3b2d1e0c9a8b"},
         HTTP_HX_REQUEST="true",
     )
     assert response.headers["HX-Redirect"] == reverse("reader_guide", args=[study.slug]) + "?next=realism"

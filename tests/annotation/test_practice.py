@@ -14,7 +14,7 @@ from annotation.models import (
     Annotation,
     PracticeAttempt,
     PracticeItem,
-    Rating,
+    RatingChoice,
     Role,
     StudyMember,
     Task,
@@ -99,7 +99,7 @@ def test_each_reference_rating_makes_one_practice_item(reading):
 
     assert (report.created, report.by_task) == (3, {Task.REALISM: 2, Task.EQUIVALENCE: 1})
     items = {(i.task, i.report_type): i for i in PracticeItem.objects.all()}
-    assert items[(Task.REALISM, "alternative")].reference_rating == Rating.MINOR_ISSUES
+    assert items[(Task.REALISM, "alternative")].reference_rating == RatingChoice.MINOR_ISSUES
     assert items[(Task.EQUIVALENCE, "")].source == "mimic-cxr/59000001/hedging"
 
 
@@ -147,7 +147,7 @@ def test_practice_items_are_not_pairs_examples_or_progress(practising):
 
     attempt = next_practice(reader, study, Task.REALISM)
     show_practice(attempt)
-    submit_practice(reader=reader, attempt_id=attempt.public_id, rating=Rating.REALISTIC, rationale="",
+    submit_practice(reader=reader, attempt_id=attempt.public_id, rating=RatingChoice.REALISTIC, rationale="",
                     form_token=uuid.uuid4())  # fmt: skip
 
     assert (study.pairs.count(), study.examples.count()) == (pairs, examples)
@@ -172,18 +172,20 @@ def test_a_reader_practises_before_the_first_real_item_and_sees_the_reference(cl
     attempt = PracticeAttempt.objects.get()
     token = str(uuid.uuid4())
 
-    feedback = client.post(attempt_url, {"rating": Rating.MAJOR_ISSUES, "rationale": "Odd.", "form_token": token})
+    feedback = client.post(attempt_url, {"rating": RatingChoice.MAJOR_ISSUES, "rationale": "Odd.", "form_token": token})
     text = feedback.content.decode()
     assert "Reference rating" in text and "Routine wording." in text and "Compare with the reference" in text
     # A repeat of the same form stores nothing new.
-    client.post(attempt_url, {"rating": Rating.MAJOR_ISSUES, "rationale": "Odd.", "form_token": token})
+    client.post(attempt_url, {"rating": RatingChoice.MAJOR_ISSUES, "rationale": "Odd.", "form_token": token})
     attempt.refresh_from_db()
-    assert (attempt.rating, attempt.agrees) == (Rating.MAJOR_ISSUES, False)
+    assert (attempt.rating, attempt.agrees) == (RatingChoice.MAJOR_ISSUES, False)
 
     second_url = client.get(client.get(start).url).url
     assert second_url != attempt_url
     client.get(second_url)
-    client.post(second_url, {"rating": Rating.MINOR_ISSUES, "rationale": "Wording.", "form_token": str(uuid.uuid4())})
+    client.post(
+        second_url, {"rating": RatingChoice.MINOR_ISSUES, "rationale": "Wording.", "form_token": str(uuid.uuid4())}
+    )
     # Two practice items done: the real queue opens.
     assert client.get(start).url.startswith("/read/a/")
     assert practice_required(reader, study, Task.REALISM) == 0
@@ -232,7 +234,7 @@ def test_another_readers_practice_item_is_a_404(client, practising):
 
 def test_the_coordinator_sees_each_readers_agreement_with_the_reference(client, practising):
     study, reader = practising
-    for rating in (Rating.REALISTIC, Rating.REALISTIC):
+    for rating in (RatingChoice.REALISTIC, RatingChoice.REALISTIC):
         attempt = show_practice(next_practice(reader, study, Task.REALISM))
         submit_practice(reader=reader, attempt_id=attempt.public_id, rating=rating, rationale="",
                         form_token=uuid.uuid4())  # fmt: skip
@@ -317,7 +319,7 @@ def test_the_original_and_alternative_practice_pages_differ_only_in_the_text(cli
     texts = [row["original_findings"], row["alternative_findings"]]
     first = _masked_practice_page(client, original, texts)
     show_practice(original)
-    submit_practice(reader=reader, attempt_id=original.public_id, rating=Rating.REALISTIC, rationale="",
+    submit_practice(reader=reader, attempt_id=original.public_id, rating=RatingChoice.REALISTIC, rationale="",
                     form_token=uuid.uuid4())  # fmt: skip
     alternative = next_practice(reader, study, Task.REALISM)
     assert alternative.item.report_type == "alternative"

@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from annotation import queues
-from annotation.models import Rating, ReaderQueue, Role, Task
+from annotation.models import RatingChoice, ReaderQueue, Role, Task
 from consensus.services import void_annotation
 from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
 from tests.invariants import queue_counter_mismatches
@@ -74,8 +74,8 @@ def test_the_counters_follow_a_study_through_assignment_ratings_a_third_read_and
     assert queue_counter_mismatches(study) == {}
     examples = list(study.examples.order_by("pk"))
     agreed, disputed = examples[0], examples[1]
-    first_ratings = {Task.REALISM: Rating.REALISTIC, Task.EQUIVALENCE: Rating.EQUIVALENT}
-    other_ratings = {Task.REALISM: Rating.MAJOR_ISSUES, Task.EQUIVALENCE: Rating.MAJOR_DISCREPANCY}
+    first_ratings = {Task.REALISM: RatingChoice.REALISTIC, Task.EQUIVALENCE: RatingChoice.EQUIVALENT}
+    other_ratings = {Task.REALISM: RatingChoice.MAJOR_ISSUES, Task.EQUIVALENCE: RatingChoice.MAJOR_DISCREPANCY}
     annotations = rate_open_reads(agreed, first_ratings[agreed.task], first_ratings[agreed.task])
     rate_open_reads(disputed, first_ratings[disputed.task], other_ratings[disputed.task])
     assert disputed.assignments.count() == 3

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from annotation.models import Annotation, Assignment, AssignmentStatus, Rating, ReportType, Role, Task
+from annotation.models import Annotation, Assignment, AssignmentStatus, RatingChoice, ReportType, Role, Task
 from annotation.reading import RATING_DEFINITIONS
 from tests.factories import make_assignment, make_example, make_pair, make_reading_study, make_study, make_user, rate
 
@@ -47,7 +47,7 @@ def _next(client, task: str = Task.REALISM, **params):
     return client.get("/api/reading/next/", {"task": task, **params})
 
 
-def _rate(client, assignment: Assignment, rating: str = Rating.REALISTIC, rationale: str = "", token=None):
+def _rate(client, assignment: Assignment, rating: str = RatingChoice.REALISTIC, rationale: str = "", token=None):
     body = {"rating": rating, "rationale": rationale, "form_token": str(token or uuid.uuid4())}
     return client.post(f"/api/reading/{assignment.public_id}/rating/", body, content_type=JSON)
 
@@ -80,11 +80,11 @@ def test_next_returns_the_readers_next_open_assignment_blinded(client, queue):
     assert data["labels"] == [
         {
             "value": value,
-            "label": Rating(value).label,
+            "label": RatingChoice(value).label,
             "definition": RATING_DEFINITIONS[value],
-            "rationale_required": value != Rating.REALISTIC,
+            "rationale_required": value != RatingChoice.REALISTIC,
         }
-        for value in (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+        for value in (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
     ]
     assert data["status"] == AssignmentStatus.OPEN
     assert uuid.UUID(data["form_token"])
@@ -104,7 +104,7 @@ def test_next_gives_a_new_form_token_on_every_fetch(client, queue):
 
 
 def test_next_skips_rated_assignments(client, queue):
-    rate(queue[0], Rating.REALISTIC, "")
+    rate(queue[0], RatingChoice.REALISTIC, "")
 
     data = _next(client).json()
 
@@ -114,7 +114,7 @@ def test_next_skips_rated_assignments(client, queue):
 
 def test_next_is_204_when_the_queue_is_done(client, queue):
     for assignment in queue:
-        rate(assignment, Rating.REALISTIC, "")
+        rate(assignment, RatingChoice.REALISTIC, "")
 
     response = _next(client)
 
@@ -155,11 +155,11 @@ def test_task_2_shows_report_a_and_b_and_records_the_order(client, reader):
 
 
 def test_rating_creates_the_annotation(client, queue, shown):
-    response = _rate(client, shown, Rating.MINOR_ISSUES, "  Odd word order.  ")
+    response = _rate(client, shown, RatingChoice.MINOR_ISSUES, "  Odd word order.  ")
 
     assert response.status_code == 201
     assert response.json() == {
-        "rating": Rating.MINOR_ISSUES,
+        "rating": RatingChoice.MINOR_ISSUES,
         "rationale": "Odd word order.",
         "created": True,
         "next": str(queue[1].public_id),
@@ -168,7 +168,7 @@ def test_rating_creates_the_annotation(client, queue, shown):
     annotation = Annotation.objects.get()
     assert (annotation.assignment, annotation.rating, annotation.rationale) == (
         shown,
-        Rating.MINOR_ISSUES,
+        RatingChoice.MINOR_ISSUES,
         "Odd word order.",
     )
     assert annotation.duration_ms is not None
@@ -178,7 +178,7 @@ def test_rating_creates_the_annotation(client, queue, shown):
 
 def test_the_last_rating_says_there_is_no_next(client, queue):
     for assignment in queue[:2]:
-        rate(assignment, Rating.REALISTIC, "")
+        rate(assignment, RatingChoice.REALISTIC, "")
     client.get(f"/api/reading/{queue[2].public_id}/")
 
     assert _rate(client, queue[2]).json()["next"] is None
@@ -186,25 +186,25 @@ def test_the_last_rating_says_there_is_no_next(client, queue):
 
 def test_the_same_token_again_answers_with_the_stored_rating(client, shown):
     token = uuid.uuid4()
-    _rate(client, shown, Rating.REALISTIC, token=token)
+    _rate(client, shown, RatingChoice.REALISTIC, token=token)
 
-    response = _rate(client, shown, Rating.MAJOR_ISSUES, "Changed my mind.", token=token)
+    response = _rate(client, shown, RatingChoice.MAJOR_ISSUES, "Changed my mind.", token=token)
 
     assert response.status_code == 200
     assert response.json()["created"] is False
-    assert response.json()["rating"] == Rating.REALISTIC
+    assert response.json()["rating"] == RatingChoice.REALISTIC
     assert Annotation.objects.count() == 1
 
 
 def test_another_token_on_a_rated_item_is_a_409(client, shown):
-    _rate(client, shown, Rating.REALISTIC)
+    _rate(client, shown, RatingChoice.REALISTIC)
 
-    response = _rate(client, shown, Rating.MAJOR_ISSUES, "Changed my mind.")
+    response = _rate(client, shown, RatingChoice.MAJOR_ISSUES, "Changed my mind.")
 
     assert response.status_code == 409
-    assert response.json()["rating"] == Rating.REALISTIC
+    assert response.json()["rating"] == RatingChoice.REALISTIC
     assert response.json()["created"] is False
-    assert Annotation.objects.get().rating == Rating.REALISTIC
+    assert Annotation.objects.get().rating == RatingChoice.REALISTIC
 
 
 @pytest.mark.parametrize(
@@ -212,11 +212,11 @@ def test_another_token_on_a_rated_item_is_a_409(client, shown):
     [
         ({"rating": "excellent", "rationale": "", "form_token": str(uuid.uuid4())}, "rating"),
         ({"rationale": "", "form_token": str(uuid.uuid4())}, "rating"),
-        ({"rating": Rating.EQUIVALENT, "rationale": "", "form_token": str(uuid.uuid4())}, "rating"),
-        ({"rating": Rating.MINOR_ISSUES, "rationale": " ", "form_token": str(uuid.uuid4())}, "rationale"),
-        ({"rating": Rating.MAJOR_ISSUES, "form_token": str(uuid.uuid4())}, "rationale"),
-        ({"rating": Rating.REALISTIC, "rationale": ""}, "form_token"),
-        ({"rating": Rating.REALISTIC, "rationale": "", "form_token": "not-a-uuid"}, "form_token"),
+        ({"rating": RatingChoice.EQUIVALENT, "rationale": "", "form_token": str(uuid.uuid4())}, "rating"),
+        ({"rating": RatingChoice.MINOR_ISSUES, "rationale": " ", "form_token": str(uuid.uuid4())}, "rationale"),
+        ({"rating": RatingChoice.MAJOR_ISSUES, "form_token": str(uuid.uuid4())}, "rationale"),
+        ({"rating": RatingChoice.REALISTIC, "rationale": ""}, "form_token"),
+        ({"rating": RatingChoice.REALISTIC, "rationale": "", "form_token": "not-a-uuid"}, "form_token"),
     ],
     ids=["unknown label", "no label", "other task's label", "blank rationale", "no rationale", "no token", "bad token"],
 )
@@ -253,17 +253,21 @@ def test_another_readers_assignment_is_a_404(client, shown):
 
 
 def test_a_rated_item_shows_the_own_rating_and_no_token(client, shown):
-    _rate(client, shown, Rating.MINOR_ISSUES, "Odd word order.")
+    _rate(client, shown, RatingChoice.MINOR_ISSUES, "Odd word order.")
 
     data = client.get(f"/api/reading/{shown.public_id}/").json()
 
     assert data["status"] == AssignmentStatus.DONE
-    assert (data["rating"], data["rationale"], data["form_token"]) == (Rating.MINOR_ISSUES, "Odd word order.", None)
+    assert (data["rating"], data["rationale"], data["form_token"]) == (
+        RatingChoice.MINOR_ISSUES,
+        "Odd word order.",
+        None,
+    )
 
 
 def test_progress_lists_the_readers_own_queues(client, reader, queue):
     _queue(reader, 2, task=Task.EQUIVALENCE, study=queue[0].example.study)
-    rate(queue[0], Rating.REALISTIC, "")
+    rate(queue[0], RatingChoice.REALISTIC, "")
     _queue(make_user(Role.READER), 4)  # someone else's
 
     response = client.get("/api/reading/progress/")

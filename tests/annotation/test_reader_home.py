@@ -8,7 +8,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import Assignment, MemberRole, Rating, ReportType, Role, StudyMember, Task
+from annotation.models import Assignment, MemberRole, RatingChoice, ReportType, Role, StudyMember, Task
 from annotation.roles import grant_role
 from consensus.models import Adjudication, AdjudicationStatus
 from tests.factories import make_assignment, make_example, make_pair, make_reading_study, make_study, make_user, rate
@@ -49,7 +49,7 @@ def _card(html: str, heading: str) -> str:
 
 
 def test_it_shows_done_of_assigned_per_task(client, queues):
-    rate(queues[Task.REALISM][0], Rating.REALISTIC, "")
+    rate(queues[Task.REALISM][0], RatingChoice.REALISTIC, "")
 
     html = client.get(reverse("reader_home")).content.decode()
 
@@ -77,7 +77,7 @@ def test_continue_leads_to_the_first_open_assignment_in_queue_order(client, queu
 
 def test_continue_skips_rated_assignments(client, queues, study):
     realism = sorted(queues[Task.REALISM], key=lambda a: a.queue_order)
-    rate(realism[0], Rating.REALISTIC, "")
+    rate(realism[0], RatingChoice.REALISTIC, "")
 
     response = client.get(reverse("reading_next", args=[study.slug, Task.REALISM]))
 
@@ -86,7 +86,7 @@ def test_continue_skips_rated_assignments(client, queues, study):
 
 def test_a_finished_queue_sends_the_reader_home_with_a_message(client, queues, study):
     for assignment in queues[Task.REALISM]:
-        rate(assignment, Rating.REALISTIC, "")
+        rate(assignment, RatingChoice.REALISTIC, "")
 
     response = client.get(reverse("reading_next", args=[study.slug, Task.REALISM]), follow=True)
 
@@ -163,7 +163,7 @@ def test_a_reader_with_nothing_assigned_is_told_so(client, reader):
 def test_it_shows_nothing_about_other_readers(client, queues, study):
     other = make_user(Role.READER, username="other-reader-zebulon")
     example = queues[Task.REALISM][0].example
-    rate(make_assignment(example, other, slot=2), Rating.MAJOR_ISSUES, "Zebulon's secret reason.")
+    rate(make_assignment(example, other, slot=2), RatingChoice.MAJOR_ISSUES, "Zebulon's secret reason.")
     _queue(other, study, Task.EQUIVALENCE, [1, 2, 3, 4])
 
     html = client.get(reverse("reader_home")).content.decode()
@@ -218,7 +218,7 @@ def test_an_adjudicator_with_nothing_waiting_is_told_so(client, adjudicator, stu
     assert "Nothing has been assigned to you yet. No adjudication is waiting for you." in html
 
     decided = _adjudication(
-        study, adjudicator, status=AdjudicationStatus.DONE, rating=Rating.EQUIVALENT, rationale="Same."
+        study, adjudicator, status=AdjudicationStatus.DONE, rating=RatingChoice.EQUIVALENT, rationale="Same."
     )
     html = client.get(reverse("reader_home")).content.decode()
 
@@ -232,7 +232,7 @@ def test_an_adjudicator_with_nothing_waiting_is_told_so(client, adjudicator, stu
 def test_the_adjudication_queue_is_shown_per_study(client, adjudicator, study):
     other = make_study("second", name="Second study")
     _adjudication(study, adjudicator)
-    _adjudication(study, adjudicator, status=AdjudicationStatus.DONE, rating=Rating.EQUIVALENT, rationale="Same.")
+    _adjudication(study, adjudicator, status=AdjudicationStatus.DONE, rating=RatingChoice.EQUIVALENT, rationale="Same.")
     _adjudication(other, adjudicator)
 
     html = client.get(reverse("reader_home")).content.decode()
@@ -253,7 +253,11 @@ def test_cards_are_grouped_by_study_unfinished_first_task_1_before_task_2(client
     client.force_login(reader)
     finished = make_study("aaa-finished", name="Aaa finished study")
     for assignment in _queue(reader, finished, Task.REALISM, [1]) + _queue(reader, finished, Task.EQUIVALENCE, [1]):
-        rate(assignment, Rating.REALISTIC if assignment.example.task == Task.REALISM else Rating.EQUIVALENT, "")
+        rate(
+            assignment,
+            RatingChoice.REALISTIC if assignment.example.task == Task.REALISM else RatingChoice.EQUIVALENT,
+            "",
+        )
     _queue(reader, study, Task.EQUIVALENCE, [1])
     _queue(reader, study, Task.REALISM, [1])
 
@@ -305,7 +309,11 @@ def _home_queries(pairs: int) -> int:
     for example in study.examples.all()[:3]:
         Adjudication.objects.create(example=example, adjudicator=user, task=example.task)
     for assignment in Assignment.objects.filter(reader=user)[:1]:
-        rate(assignment, Rating.REALISTIC if assignment.example.task == Task.REALISM else Rating.EQUIVALENT, "")
+        rate(
+            assignment,
+            RatingChoice.REALISTIC if assignment.example.task == Task.REALISM else RatingChoice.EQUIVALENT,
+            "",
+        )
     client = Client()
     client.force_login(user)
     client.get(reverse("reader_home"))  # warm up

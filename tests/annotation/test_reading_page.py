@@ -11,21 +11,21 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Annotation, Assignment, AssignmentStatus, AuditEvent, Rating, ReportType, Role, Task
+from annotation.models import Annotation, Assignment, AssignmentStatus, AuditEvent, RatingChoice, ReportType, Role, Task
 from annotation.reading import RATING_DEFINITIONS
 from tests.factories import make_assignment, make_example, make_pair, make_reading_study, make_study, make_user, rate
 
 pytestmark = pytest.mark.django_db
 
 REALISM_LABELS = [
-    (Rating.REALISTIC, "Realistic"),
-    (Rating.MINOR_ISSUES, "Minor Issues"),
-    (Rating.MAJOR_ISSUES, "Major Issues"),
+    (RatingChoice.REALISTIC, "Realistic"),
+    (RatingChoice.MINOR_ISSUES, "Minor Issues"),
+    (RatingChoice.MAJOR_ISSUES, "Major Issues"),
 ]
 EQUIVALENCE_LABELS = [
-    (Rating.EQUIVALENT, "Equivalent"),
-    (Rating.MINOR_DISCREPANCY, "Minor Discrepancy"),
-    (Rating.MAJOR_DISCREPANCY, "Major Discrepancy"),
+    (RatingChoice.EQUIVALENT, "Equivalent"),
+    (RatingChoice.MINOR_DISCREPANCY, "Minor Discrepancy"),
+    (RatingChoice.MAJOR_DISCREPANCY, "Major Discrepancy"),
 ]
 
 
@@ -57,7 +57,7 @@ def _url(assignment: Assignment) -> str:
     return reverse("reading_page", args=[assignment.public_id])
 
 
-def _rating(rating: str = Rating.REALISTIC, rationale: str = "", token: uuid.UUID | None = None) -> dict:
+def _rating(rating: str = RatingChoice.REALISTIC, rationale: str = "", token: uuid.UUID | None = None) -> dict:
     return {"rating": rating, "rationale": rationale, "form_token": token or uuid.uuid4()}
 
 
@@ -181,7 +181,7 @@ def test_an_htmx_post_swaps_in_the_next_item(client, queue):
 
 def test_the_last_htmx_post_says_the_queue_is_finished(client, queue):
     for assignment in queue[:2]:
-        rate(assignment, Rating.REALISTIC, "")
+        rate(assignment, RatingChoice.REALISTIC, "")
     client.get(_url(queue[2]))
 
     response = client.post(_url(queue[2]), _rating(), HTTP_HX_REQUEST="true")
@@ -206,7 +206,7 @@ def test_a_post_without_htmx_redirects_to_the_next_item(client, queue):
 
 def test_the_last_post_without_htmx_redirects_home(client, queue):
     for assignment in queue[:2]:
-        rate(assignment, Rating.REALISTIC, "")
+        rate(assignment, RatingChoice.REALISTIC, "")
     client.get(_url(queue[2]))
 
     response = client.post(_url(queue[2]), _rating())
@@ -216,7 +216,7 @@ def test_the_last_post_without_htmx_redirects_home(client, queue):
 
 
 def test_the_same_form_sent_twice_stores_one_rating(client, queue):
-    data = _rating(Rating.MINOR_ISSUES, "Odd word order.")
+    data = _rating(RatingChoice.MINOR_ISSUES, "Odd word order.")
     client.get(_url(queue[0]))
 
     first = client.post(_url(queue[0]), data, HTTP_HX_REQUEST="true")
@@ -231,7 +231,7 @@ def test_the_same_form_sent_twice_stores_one_rating(client, queue):
     ("rating", "error"),
     [
         ("excellent", "Select a valid choice."),
-        (Rating.EQUIVALENT, "Select a valid choice."),  # a Task 2 label on a Task 1 item
+        (RatingChoice.EQUIVALENT, "Select a valid choice."),  # a Task 2 label on a Task 1 item
         ("", "Choose a rating."),
     ],
 )
@@ -254,14 +254,14 @@ def test_a_missing_rationale_is_refused(client, queue, headers, rationale):
     token = uuid.uuid4()
     client.get(_url(queue[0]))
 
-    response = client.post(_url(queue[0]), _rating(Rating.MAJOR_ISSUES, rationale, token), **headers)
+    response = client.post(_url(queue[0]), _rating(RatingChoice.MAJOR_ISSUES, rationale, token), **headers)
 
     assert response.status_code == 422
     html = response.content.decode()
     assert "A rationale is required for Major Issues" in html
     assert 'id="rationale-error"' in html
-    assert f'value="{Rating.MAJOR_ISSUES}" id="rating-3"' in html
-    assert re.search(rf'value="{Rating.MAJOR_ISSUES}"[^>]*checked', html)
+    assert f'value="{RatingChoice.MAJOR_ISSUES}" id="rating-3"' in html
+    assert re.search(rf'value="{RatingChoice.MAJOR_ISSUES}"[^>]*checked', html)
     assert f'value="{token}"' in html  # the same form, so a retry is still one submission
     assert not Annotation.objects.exists()
 
@@ -270,7 +270,7 @@ def test_a_missing_rationale_is_refused(client, queue, headers, rationale):
 def test_a_rating_of_an_item_never_shown_is_refused_and_the_item_shown(client, queue, headers):
     events = AuditEvent.objects.count()
 
-    response = client.post(_url(queue[0]), _rating(Rating.MINOR_ISSUES, "Typed blind."), **headers)
+    response = client.post(_url(queue[0]), _rating(RatingChoice.MINOR_ISSUES, "Typed blind."), **headers)
 
     assert response.status_code == 422
     html = response.content.decode()
@@ -287,20 +287,20 @@ def test_a_rating_of_an_item_never_shown_is_refused_and_the_item_shown(client, q
 
 
 def test_an_already_rated_item_is_a_409_shown_read_only(client, queue):
-    rate(queue[0], Rating.MINOR_ISSUES, "My first reason.")
+    rate(queue[0], RatingChoice.MINOR_ISSUES, "My first reason.")
 
-    response = client.post(_url(queue[0]), _rating(Rating.REALISTIC), HTTP_HX_REQUEST="true")
+    response = client.post(_url(queue[0]), _rating(RatingChoice.REALISTIC), HTTP_HX_REQUEST="true")
 
     assert response.status_code == 409
     html = response.content.decode()
     assert "already rated" in html
     assert 'id="rating-form"' not in html
     assert "Minor Issues" in html and "My first reason." in html
-    assert Annotation.objects.get().rating == Rating.MINOR_ISSUES
+    assert Annotation.objects.get().rating == RatingChoice.MINOR_ISSUES
 
 
 def test_a_rated_item_shows_the_stored_rating_without_a_form(client, queue):
-    rate(queue[0], Rating.MAJOR_ISSUES, "Contradicts itself.")
+    rate(queue[0], RatingChoice.MAJOR_ISSUES, "Contradicts itself.")
 
     response = client.get(_url(queue[0]))
 
@@ -424,7 +424,7 @@ def test_the_stored_rating_keeps_the_order_shown(client, reader):
     assignment = _queue(reader, 1, task=Task.EQUIVALENCE)[0]
     shown = _shown_findings(client.get(_url(assignment)).content.decode())
 
-    client.post(_url(assignment), _rating(Rating.EQUIVALENT), HTTP_HX_REQUEST="true")
+    client.post(_url(assignment), _rating(RatingChoice.EQUIVALENT), HTTP_HX_REQUEST="true")
 
     assignment.refresh_from_db()
     assert Annotation.objects.get().report_a_type == assignment.report_a_type
@@ -460,7 +460,7 @@ def _measure(pairs: int) -> dict[str, int]:
         "post": _queries(lambda: client.post(_url(realism[2]), _rating())),
         "get, first time": _queries(lambda: client.get(_url(realism[3]))),
         "get, first time, task 2": _queries(lambda: client.get(_url(equivalence))),
-        "invalid post": _queries(lambda: client.post(_url(realism[3]), _rating(Rating.MAJOR_ISSUES))),
+        "invalid post": _queries(lambda: client.post(_url(realism[3]), _rating(RatingChoice.MAJOR_ISSUES))),
     }
 
 

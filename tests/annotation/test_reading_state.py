@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from annotation.models import Assignment, AssignmentStatus, Rating, ReaderQueue, ReportType, Task
+from annotation.models import Assignment, AssignmentStatus, RatingChoice, ReaderQueue, ReportType, Task
 from annotation.reading import (
     ShownReport,
     home_studies,
@@ -36,7 +36,7 @@ def _open(reader, study) -> list[Assignment]:
     )
 
 
-def _rate(assignment: Assignment, rating: str = Rating.MINOR_DISCREPANCY, rationale: str = "Mine."):
+def _rate(assignment: Assignment, rating: str = RatingChoice.MINOR_DISCREPANCY, rationale: str = "Mine."):
     show_assignment(assignment)
     return rate(assignment, rating, rationale).annotation
 
@@ -52,7 +52,7 @@ def _shared_example(study):
 
 def test_the_saved_notice_is_about_the_readers_own_unsettled_rating_only(study, django_assert_num_queries):
     mine, colleagues = _shared_example(study)
-    _rate(colleagues, Rating.MAJOR_DISCREPANCY, "Theirs.")
+    _rate(colleagues, RatingChoice.MAJOR_DISCREPANCY, "Theirs.")
 
     # A colleague's rating still in its window says nothing to me.
     assert saved_notice(mine.reader) is None
@@ -76,20 +76,20 @@ def test_a_rating_settled_by_the_next_submit_is_not_announced_again(study):
 def test_the_rating_taken_back_is_this_readers_of_this_read(study):
     mine, colleagues = _shared_example(study)
     reader = mine.reader
-    _rate(mine, Rating.MINOR_DISCREPANCY, "My first thought.")
+    _rate(mine, RatingChoice.MINOR_DISCREPANCY, "My first thought.")
     undo_last_rating(reader)
     # Afterwards the colleague takes one back on the same example, and I take back another read.
-    _rate(colleagues, Rating.MAJOR_DISCREPANCY, "Theirs.")
+    _rate(colleagues, RatingChoice.MAJOR_DISCREPANCY, "Theirs.")
     undo_last_rating(colleagues.reader)
-    _rate(Assignment.objects.select_related("reader", "example__study").get(pk=mine.pk), Rating.EQUIVALENT, "")
+    _rate(Assignment.objects.select_related("reader", "example__study").get(pk=mine.pk), RatingChoice.EQUIVALENT, "")
     other = _open(reader, study)[0]
-    _rate(other, Rating.MAJOR_DISCREPANCY, "Another read.")
+    _rate(other, RatingChoice.MAJOR_DISCREPANCY, "Another read.")
     undo_last_rating(reader)
 
     mine.refresh_from_db()
-    assert taken_back_rating(mine) == {"rating": Rating.MINOR_DISCREPANCY, "rationale": "My first thought."}
+    assert taken_back_rating(mine) == {"rating": RatingChoice.MINOR_DISCREPANCY, "rationale": "My first thought."}
     other.refresh_from_db()
-    assert taken_back_rating(other) == {"rating": Rating.MAJOR_DISCREPANCY, "rationale": "Another read."}
+    assert taken_back_rating(other) == {"rating": RatingChoice.MAJOR_DISCREPANCY, "rationale": "Another read."}
 
 
 def test_a_study_with_only_an_adjudication_waiting_comes_first_on_the_home():

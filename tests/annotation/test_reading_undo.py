@@ -16,7 +16,7 @@ from annotation.models import (
     AssignmentStatus,
     AuditAction,
     AuditEvent,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Study,
@@ -47,7 +47,7 @@ def _url(assignment: Assignment) -> str:
     return reverse("reading_page", args=[assignment.public_id])
 
 
-def _submit(client, assignment, rating=Rating.MINOR_ISSUES, rationale="Odd word order.", **headers):
+def _submit(client, assignment, rating=RatingChoice.MINOR_ISSUES, rationale="Odd word order.", **headers):
     client.get(_url(assignment))
     data = {"rating": rating, "rationale": rationale, "form_token": uuid.uuid4()}
     return client.post(_url(assignment), data, **headers)
@@ -95,9 +95,9 @@ def test_a_taken_back_item_stays_first_in_the_queue_and_keeps_its_filled_form(cl
     assert response.url == _url(queue[0])
     html = client.get(response.url).content.decode()
     assert ">Odd word order.</textarea>" in html
-    corrected = _submit(client, queue[0], Rating.REALISTIC, "")
+    corrected = _submit(client, queue[0], RatingChoice.REALISTIC, "")
     assert corrected.status_code == 302
-    assert Annotation.objects.get().rating == Rating.REALISTIC
+    assert Annotation.objects.get().rating == RatingChoice.REALISTIC
 
 
 def test_undo_without_htmx_redirects_to_the_item(client, queue):
@@ -126,7 +126,7 @@ def test_undo_is_refused_with_the_reason_once_the_rating_has_settled(client, que
 
 def test_submitting_the_next_item_ends_the_undo_of_the_previous_one(client, queue):
     _submit(client, queue[0], **HTMX)
-    response = _submit(client, queue[1], Rating.REALISTIC, "", **HTMX)
+    response = _submit(client, queue[1], RatingChoice.REALISTIC, "", **HTMX)
 
     assert "Saved: Item 2, Realistic." in _notice(response.content.decode())
     client.post(reverse("reading_undo"), **HTMX)  # takes back item 2
@@ -237,7 +237,7 @@ def api(reader):
     return Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
 
 
-def _api_rate(api, assignment, rating=Rating.MINOR_ISSUES, rationale="Odd word order."):
+def _api_rate(api, assignment, rating=RatingChoice.MINOR_ISSUES, rationale="Odd word order."):
     item = api.get(f"/api/reading/{assignment.public_id}/").json()
     body = {"rating": rating, "rationale": rationale, "form_token": item["form_token"]}
     return api.post(f"/api/reading/{assignment.public_id}/rating/", body, content_type="application/json")
@@ -263,7 +263,7 @@ def test_the_api_takes_back_the_callers_last_rating(api, client, queue):
 
 def test_the_api_answers_409_with_the_reason_once_the_rating_has_settled(api, queue):
     _api_rate(api, queue[0])
-    _api_rate(api, queue[1], Rating.REALISTIC, "")
+    _api_rate(api, queue[1], RatingChoice.REALISTIC, "")
     api.post("/api/reading/undo/")  # the newest one
 
     response = api.post("/api/reading/undo/")

@@ -18,7 +18,7 @@ from django.db import connection
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from annotation.models import Assignment, AssignmentStatus, Example, Rating, Task
+from annotation.models import Assignment, AssignmentStatus, Example, RatingChoice, Task
 from tests.factories import make_reading_study, rate
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -65,14 +65,14 @@ def _requests(pairs: int) -> dict[str, int]:
     for task in Task.values:
         queue = Assignment.objects.filter(reader=reader, task=task).select_related("example__study")
         for assignment in queue.order_by("queue_order")[: queue.count() // 2]:
-            rate(assignment, Rating.REALISTIC if task == Task.REALISM else Rating.EQUIVALENT, "")
+            rate(assignment, RatingChoice.REALISTIC if task == Task.REALISM else RatingChoice.EQUIVALENT, "")
     client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
     client.get("/api/reading/progress/")  # warm the token and role look-ups' caches
     rows = {}
 
     response, rows["next"] = _measure(lambda: client.get(f"/api/reading/next/?task={Task.REALISM}"))
     item = response.json()
-    body = {"rating": Rating.REALISTIC, "rationale": "", "form_token": item["form_token"]}
+    body = {"rating": RatingChoice.REALISTIC, "rationale": "", "form_token": item["form_token"]}
     response, rows["submit"] = _measure(
         lambda: client.post(f"/api/reading/{item['id']}/rating/", body, content_type=JSON)
     )
@@ -83,10 +83,10 @@ def _requests(pairs: int) -> dict[str, int]:
     disputed = Example.objects.filter(
         task=Task.REALISM, assignments__reader=reader, assignments__status=AssignmentStatus.OPEN
     ).first()
-    rate(disputed.assignments.exclude(reader=reader).get(), Rating.MAJOR_ISSUES, "Odd.")
+    rate(disputed.assignments.exclude(reader=reader).get(), RatingChoice.MAJOR_ISSUES, "Odd.")
     mine = disputed.assignments.get(reader=reader)
     item = client.get(f"/api/reading/{mine.public_id}/").json()
-    body = {"rating": Rating.REALISTIC, "rationale": "", "form_token": item["form_token"]}
+    body = {"rating": RatingChoice.REALISTIC, "rationale": "", "form_token": item["form_token"]}
     response, rows["submit routing a third read"] = _measure(
         lambda: client.post(f"/api/reading/{mine.public_id}/rating/", body, content_type=JSON)
     )

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import TASK_RATINGS, Assignment, AssignmentStatus, Example, Rating, Role, Task
+from annotation.models import TASK_RATINGS, Assignment, AssignmentStatus, Example, RatingChoice, Role, Task
 from consensus.assignment import withdraw_assignment
 from consensus.reserve import QUEUE_ORDER_END
 from consensus.services import create_routed_assignment, show_assignment
@@ -60,8 +60,8 @@ def test_a_third_read_routed_to_a_reader_changes_nothing_they_see_before_they_re
     on_screen = Assignment.objects.filter(reader=reader, task=Task.REALISM, status=AssignmentStatus.OPEN).first()
     before = _everything_shown(client, on_screen)
 
-    rate(disputed.assignments.get(reader=first), Rating.REALISTIC, "")
-    rate(disputed.assignments.get(reader=second), Rating.MAJOR_ISSUES, "Two colleagues disagree.")
+    rate(disputed.assignments.get(reader=first), RatingChoice.REALISTIC, "")
+    rate(disputed.assignments.get(reader=second), RatingChoice.MAJOR_ISSUES, "Two colleagues disagree.")
 
     third = disputed.assignments.open().get()
     assert third.reader == reader and third.slot == 3
@@ -78,7 +78,7 @@ def test_a_routed_read_takes_a_uniformly_random_place_among_the_open_items_after
     # The reader has worked through most of their queue: four items are left, the first on screen.
     for assignment in queue[:-4]:
         show_assignment(assignment)
-        rate(assignment, Rating.REALISTIC, "")
+        rate(assignment, RatingChoice.REALISTIC, "")
     left = queue[-4:]
     example = Example.objects.select_related("study").filter(task=Task.REALISM).exclude(assignments__reader=reader)[0]
     example.assignments.filter(slot=2).delete()  # a free slot to route into

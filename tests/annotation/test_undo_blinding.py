@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from annotation.models import Assignment, Rating, Task
+from annotation.models import Assignment, RatingChoice, Task
 from consensus.services import settle_due_ratings, show_assignment, submit_annotation, undo_last_rating
 from tests.factories import make_reading_study
 
@@ -36,7 +36,7 @@ def _world(*, colleague_rated: bool):
         submit_annotation(
             reader=theirs.reader,
             assignment_id=theirs.public_id,
-            rating=Rating.MAJOR_DISCREPANCY,
+            rating=RatingChoice.MAJOR_DISCREPANCY,
             rationale="Different.",
             form_token=uuid.uuid4(),
         )
@@ -57,7 +57,7 @@ def _through_the_page(mine: Assignment) -> tuple[str, str]:
     client.force_login(mine.reader)
     url = reverse("reading_page", args=[mine.public_id])
     client.get(url)
-    data = {"rating": Rating.MINOR_DISCREPANCY, "rationale": "A slip.", "form_token": uuid.uuid4()}
+    data = {"rating": RatingChoice.MINOR_DISCREPANCY, "rationale": "A slip.", "form_token": uuid.uuid4()}
     home = client.post(url, data, HTTP_HX_REQUEST="true").content.decode()
     start = home.index('id="saved-notice"')
     notice = home[start : home.index("</div>", start)]
@@ -81,7 +81,7 @@ def test_the_api_answers_the_same_whether_a_colleague_rated_or_not():
         mine = _world(colleague_rated=colleague_rated)
         api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=mine.reader).key}")
         item = api.get(f"/api/reading/{mine.public_id}/").json()
-        body = {"rating": Rating.MINOR_DISCREPANCY, "rationale": "A slip.", "form_token": item["form_token"]}
+        body = {"rating": RatingChoice.MINOR_DISCREPANCY, "rationale": "A slip.", "form_token": item["form_token"]}
         rated = api.post(f"/api/reading/{mine.public_id}/rating/", body, content_type="application/json").json()
         undone = api.post("/api/reading/undo/").json()
         refused = api.post("/api/reading/undo/")
@@ -97,7 +97,7 @@ def _undo_queries(mine: Assignment) -> list[str]:
     submit_annotation(
         reader=mine.reader,
         assignment_id=mine.public_id,
-        rating=Rating.MINOR_DISCREPANCY,
+        rating=RatingChoice.MINOR_DISCREPANCY,
         rationale="A slip.",
         form_token=uuid.uuid4(),
     )

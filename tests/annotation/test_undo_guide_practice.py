@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from annotation.guide import confirm_guide, publish_guide
-from annotation.models import Annotation, PracticeAttempt, Preferences, Rating, Study, Task
+from annotation.models import Annotation, PracticeAttempt, Preferences, RatingChoice, Study, Task
 from annotation.practice import import_practice_items, next_practice, pending_step, show_practice, submit_practice
 from annotation.reading import next_assignment
 from consensus.services import UndoRefused, settle_due_ratings, show_assignment, submit_annotation, undo_last_rating
@@ -41,7 +41,7 @@ def _first_open(reader, task=Task.REALISM):
     return reader.assignments.filter(task=task, status="open").order_by("queue_order", "pk").first()
 
 
-def _rate(reader, assignment, rating=Rating.MINOR_ISSUES):
+def _rate(reader, assignment, rating=RatingChoice.MINOR_ISSUES):
     show_assignment(assignment)
     return submit_annotation(
         reader=reader,
@@ -55,7 +55,7 @@ def _rate(reader, assignment, rating=Rating.MINOR_ISSUES):
 def _practise(reader, study, task):
     attempt = next_practice(reader, study, task)
     show_practice(attempt)
-    rating = Rating.REALISTIC if task == Task.REALISM else Rating.EQUIVALENT
+    rating = RatingChoice.REALISTIC if task == Task.REALISM else RatingChoice.EQUIVALENT
     submit_practice(reader=reader, attempt_id=attempt.public_id, rating=rating, rationale="", form_token=uuid.uuid4())
     return attempt
 
@@ -97,7 +97,7 @@ def test_after_an_undo_a_changed_guide_is_confirmed_before_the_item(client, read
     client.force_login(reader)
     first = _first_open(reader)
     client.get(reverse("reading_page", args=[first.public_id]))
-    data = {"rating": Rating.MINOR_ISSUES, "rationale": "Odd.", "form_token": uuid.uuid4()}
+    data = {"rating": RatingChoice.MINOR_ISSUES, "rationale": "Odd.", "form_token": uuid.uuid4()}
     client.post(reverse("reading_page", args=[first.public_id]), data, **HTMX)
     publish_guide(study, "Version two.", author=None)
 
@@ -120,7 +120,7 @@ def test_without_a_guide_change_undo_shows_the_item_under_the_guide_button(clien
     client.force_login(reader)
     first = _first_open(reader)
     client.get(reverse("reading_page", args=[first.public_id]))
-    data = {"rating": Rating.MINOR_ISSUES, "rationale": "Odd.", "form_token": uuid.uuid4()}
+    data = {"rating": RatingChoice.MINOR_ISSUES, "rationale": "Odd.", "form_token": uuid.uuid4()}
     following = client.post(reverse("reading_page", args=[first.public_id]), data, **HTMX).content.decode()
     # The notice sits in main's reading panel: under the named heading, the study's name and the guide button.
     assert following.index('id="reading-heading"') < following.index('id="saved-notice"')
@@ -140,7 +140,7 @@ def test_the_u_shortcut_is_offered_only_with_single_key_shortcuts_on(client, rea
     client.force_login(reader)
     first = _first_open(reader)
     client.get(reverse("reading_page", args=[first.public_id]))
-    data = {"rating": Rating.MINOR_ISSUES, "rationale": "Odd.", "form_token": uuid.uuid4()}
+    data = {"rating": RatingChoice.MINOR_ISSUES, "rationale": "Odd.", "form_token": uuid.uuid4()}
     client.post(reverse("reading_page", args=[first.public_id]), data)
 
     page = client.get(reverse("reading_next", args=[study.slug, Task.REALISM]), follow=True).content.decode()

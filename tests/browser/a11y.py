@@ -16,7 +16,7 @@ from django.utils import timezone
 from playwright.sync_api import Page
 
 from annotation.guide import confirm_guide, publish_guide
-from annotation.models import Assignment, Example, PracticeAttempt, Rating, Role, StudyMember, Task
+from annotation.models import Assignment, Example, PracticeAttempt, RatingChoice, Role, StudyMember, Task
 from annotation.practice import import_practice_items, next_practice
 from consensus.models import Adjudication, AdjudicationStatus
 from exports.models import ReleaseStatus
@@ -129,7 +129,9 @@ def make_world() -> World:
     study.save(update_fields=["name"])
     equivalence = list(Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk"))
     for example in equivalence[:2]:
-        rate_open_reads(example, Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
+        rate_open_reads(
+            example, RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY
+        )
     data_manager = make_user(Role.DATA_MANAGER)
     make_release(study, status=ReleaseStatus.FAILED, user=data_manager, error="The disk was full.")
     make_release(study, status=ReleaseStatus.QUEUED, user=data_manager, version="1.0.1")

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from playwright.sync_api import Dialog, Page, Request, expect
 
-from annotation.models import Annotation, Assignment, CandidatePair, Rating, Task
+from annotation.models import Annotation, Assignment, CandidatePair, RatingChoice, Task
 from annotation.reading import reading_item
 from tests.browser.conftest import ConsoleWatch, log_in, queue, reading_path
 
@@ -121,7 +121,7 @@ def test_hostile_text_is_shown_literally_and_stays_inert(watch: HostileWatch, qu
     # So does the stored rationale, shown read-only on the way back.
     page.go_back()
     stored = page.locator(".stored")
-    expect(stored).to_contain_text(Rating.MINOR_ISSUES.label)
+    expect(stored).to_contain_text(RatingChoice.MINOR_ISSUES.label)
     expect(stored).to_contain_text(IMG)
     assert stored.locator(LIVE_MARKUP).count() == 0
     watch.assert_quiet()

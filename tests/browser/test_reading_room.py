@@ -13,7 +13,7 @@ from annotation.models import (
     Assignment,
     AssignmentStatus,
     CandidatePair,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Task,
@@ -66,7 +66,7 @@ def test_a_reader_rates_with_the_keyboard_and_the_next_item_swaps_in(
     expect(page.locator("#rating-3")).to_be_focused()
     annotation = Annotation.objects.get()
     assert annotation.assignment_id == first.pk
-    assert annotation.rating == Rating.MINOR_ISSUES
+    assert annotation.rating == RatingChoice.MINOR_ISSUES
     assert annotation.rationale == "Unusual hedging in the impression."
     assert annotation.duration_ms is not None and annotation.duration_ms >= 0
     # Nothing on the way logged an error or broke the Content-Security-Policy.
@@ -102,7 +102,7 @@ def test_the_server_requires_the_rationale_when_the_browser_does_not(
     page.locator(SUBMIT).click()
     expect(page.locator("#reading")).not_to_have_attribute("data-item", str(first.public_id))
     annotation = Annotation.objects.get()
-    assert (annotation.assignment_id, annotation.rating) == (first.pk, Rating.MINOR_ISSUES)
+    assert (annotation.assignment_id, annotation.rating) == (first.pk, RatingChoice.MINOR_ISSUES)
     assert annotation.rationale == "Reads like a template."
 
 
@@ -153,10 +153,10 @@ def test_a_second_tab_is_told_the_item_was_already_rated(
 
     expect(other_tab.locator(".notice")).to_contain_text("already rated")
     expect(other_tab.locator("#rating-form")).to_have_count(0)
-    expect(other_tab.locator(".stored")).to_contain_text(Rating.REALISTIC.label)
+    expect(other_tab.locator(".stored")).to_contain_text(RatingChoice.REALISTIC.label)
     annotation = Annotation.objects.get()
     assert annotation.assignment_id == first.pk
-    assert annotation.rating == Rating.REALISTIC
+    assert annotation.rating == RatingChoice.REALISTIC
 
 
 def test_back_shows_the_stored_rating_read_only_and_forward_the_open_item(
@@ -175,14 +175,14 @@ def test_back_shows_the_stored_rating_read_only_and_forward_the_open_item(
 
     expect(page).to_have_url(at_path(reading_path(first)))
     stored = page.locator(".stored")
-    expect(stored).to_contain_text(Rating.MAJOR_ISSUES.label)
+    expect(stored).to_contain_text(RatingChoice.MAJOR_ISSUES.label)
     expect(stored).to_contain_text("Contradicts itself.")
     expect(stored).to_contain_text("Ratings are final")
     expect(page.locator("#rating-form")).to_have_count(0)
     # The whole page came back, not only the panel.
     expect(page.locator(".site-header")).to_have_count(1)
     expect(page).to_have_title(re.compile("Reading"))
-    assert Annotation.objects.get().rating == Rating.MAJOR_ISSUES
+    assert Annotation.objects.get().rating == RatingChoice.MAJOR_ISSUES
 
     page.go_forward()
 
@@ -218,7 +218,7 @@ def test_an_expired_session_keeps_the_draft_through_the_login(page: Page, queue_
     expect(page).to_have_url(at_path(reading_path(second)))
     annotation = Annotation.objects.get()
     assert annotation.assignment_id == first.pk
-    assert annotation.rating == Rating.MINOR_ISSUES
+    assert annotation.rating == RatingChoice.MINOR_ISSUES
     assert annotation.rationale == "Odd abbreviation: 'RLL opac.'"
 
 

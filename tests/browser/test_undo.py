@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from playwright.sync_api import Page, expect
 
-from annotation.models import Annotation, AuditAction, AuditEvent, Preferences, Rating, Study
+from annotation.models import Annotation, AuditAction, AuditEvent, Preferences, RatingChoice, Study
 from tests.browser.a11y import THEMES, axe_violations
 from tests.browser.conftest import ConsoleWatch, log_in, open_queue, queue, reading_path
 
@@ -82,9 +82,9 @@ def test_a_reader_takes_back_a_slip_and_corrects_it_by_keyboard_alone(
     expect(page).to_have_url(at_path(reading_path(second)))
     expect(page.locator("#saved-notice")).to_contain_text("Saved: Item 1, Major Issues.")
     annotation = Annotation.objects.get()
-    assert (annotation.assignment_id, annotation.rating) == (first.pk, Rating.MAJOR_ISSUES)
+    assert (annotation.assignment_id, annotation.rating) == (first.pk, RatingChoice.MAJOR_ISSUES)
     undone = AuditEvent.objects.get(action=AuditAction.UNDONE)
-    assert (undone.before["rating"], undone.before["rationale"]) == (Rating.MINOR_ISSUES, "Half-written")
+    assert (undone.before["rating"], undone.before["rationale"]) == (RatingChoice.MINOR_ISSUES, "Half-written")
     assert console.problems() == []
 
 

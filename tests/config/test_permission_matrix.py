@@ -46,7 +46,7 @@ from annotation.models import (
     Example,
     MemberRole,
     OriginalReport,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Study,
@@ -165,8 +165,8 @@ def _build_world() -> World:
     w.objects["open read"] = give(two["equivalence"], r1)
     w.objects["open read in pair one"] = give(one["original"], r0)
     w.objects["someone else's read"] = give(two["alternative"], r2)
-    w.objects["rating"] = rate(give(two["original"], r0), Rating.REALISTIC, "").annotation
-    w.objects["rating in pair one"] = rate(give(one["alternative"], r1), Rating.REALISTIC, "").annotation
+    w.objects["rating"] = rate(give(two["original"], r0), RatingChoice.REALISTIC, "").annotation
+    w.objects["rating in pair one"] = rate(give(one["alternative"], r1), RatingChoice.REALISTIC, "").annotation
     w.objects["example"] = two["original"]
     w.objects["example in pair one"] = one["equivalence"]
     w.objects["free reader"] = r3
@@ -186,7 +186,9 @@ def _build_world() -> World:
     other_example = Example.objects.filter(study=elsewhere, task=Task.EQUIVALENCE).get()
     w.objects["other study's example"] = other_example
     w.objects["other study's read"] = other_example.assignments.order_by("slot").first()
-    w.objects["other study's rating"] = rate(other_example.assignments.order_by("slot").last(), Rating.EQUIVALENT, "")
+    w.objects["other study's rating"] = rate(
+        other_example.assignments.order_by("slot").last(), RatingChoice.EQUIVALENT, ""
+    )
     w.objects["other study's rating"] = w.objects["other study's rating"].annotation
 
     built = Release.objects.create(
@@ -313,7 +315,7 @@ def _own_read(w: World, kind: str) -> str:
 
 def _rating(w: World, kind: str, variant: str) -> dict:
     # A rating of the task of the reader's own read (anyone else is refused before it is read).
-    rating = Rating.REALISTIC if _own(w, kind).example.task == Task.REALISM else Rating.EQUIVALENT
+    rating = RatingChoice.REALISTIC if _own(w, kind).example.task == Task.REALISM else RatingChoice.EQUIVALENT
     return {"rating": rating, "rationale": "Reads as a report.", "form_token": str(uuid.uuid4())}
 
 
@@ -326,7 +328,7 @@ def _username(name: str) -> Callable[[World, str, str], dict]:
 
 
 def _adjudication_rating(w: World, kind: str, variant: str) -> dict:
-    return {"rating": Rating.MINOR_ISSUES, "rationale": "Settled.", "form_token": str(uuid.uuid4())}
+    return {"rating": RatingChoice.MINOR_ISSUES, "rationale": "Settled.", "form_token": str(uuid.uuid4())}
 
 
 def _file(name: str, data: bytes) -> dict:
@@ -356,7 +358,7 @@ def _practice(w: World, kind: str, variant: str) -> dict:
 
 
 def _practice_rating(w: World, kind: str, variant: str) -> dict:
-    return {"rating": Rating.EQUIVALENT, "rationale": "Same content.", "form_token": str(uuid.uuid4())}
+    return {"rating": RatingChoice.EQUIVALENT, "rationale": "Same content.", "form_token": str(uuid.uuid4())}
 
 
 def _metric_scores(w: World, kind: str, variant: str) -> dict:

@@ -16,7 +16,7 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    Rating,
+    RatingChoice,
     Role,
     StudyMember,
     Task,
@@ -95,7 +95,7 @@ def _without_the_exam(study, readers: list) -> list:
 def world(db) -> dict:
     study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     rated = _realism(study, 0)
-    (annotation,) = rate_open_reads(rated, Rating.REALISTIC)
+    (annotation,) = rate_open_reads(rated, RatingChoice.REALISTIC)
     equivalence = Example.objects.get(study=study, task=Task.EQUIVALENCE)
     assignment = _open(equivalence)
     unassigned = _realism(study, 1)
@@ -165,8 +165,8 @@ def test_a_coordinators_token_works(world):
 
 def test_progress_counts_examples_by_state_per_task_and_variation(api_client):
     study, _, _ = make_reading_study(pairs=2)
-    rate_open_reads(_realism(study, 0), Rating.REALISTIC, Rating.REALISTIC)
-    rate_open_reads(_realism(study, 1), Rating.REALISTIC, Rating.MINOR_ISSUES)
+    rate_open_reads(_realism(study, 0), RatingChoice.REALISTIC, RatingChoice.REALISTIC)
+    rate_open_reads(_realism(study, 1), RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
 
     data = api_client.get(f"/api/studies/{study.slug}/progress/").json()
 
@@ -218,7 +218,7 @@ def test_its_query_count_does_not_grow_with_the_study(api_client, endpoint):
     for pairs, beyond in ((2, 3), (12, 5)):
         study, reader_users, _ = make_reading_study(pairs=pairs, readers_beyond_initial=beyond, adjudicators=2)
         for example in Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:3]:
-            rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+            rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
         # The reader with the most work: with more readers than reads, readers[0] might have none.
         busiest = max(reader_users, key=lambda r: (Assignment.objects.filter(reader=r).count(), -r.pk))
         path = CALLS[endpoint].path(
@@ -236,7 +236,7 @@ def test_its_query_count_does_not_grow_with_the_study(api_client, endpoint):
 def test_unrouted_says_whom_each_example_waits_for(api_client):
     study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
     example = _realism(study)
-    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
 
     (row,) = api_client.get(f"/api/studies/{study.slug}/unrouted/").json()
 
@@ -252,7 +252,7 @@ def test_unrouted_says_whom_each_example_waits_for(api_client):
 def test_example_detail_has_texts_ratings_and_history(api_client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _realism(study)
-    first, _ = rate_open_reads(example, Rating.REALISTIC, Rating.REALISTIC)
+    first, _ = rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
     void_annotation(first.public_id, actor=coordinator, reason="Wrong report.")
 
     data = api_client.get(f"/api/studies/{study.slug}/examples/{example.public_id}/").json()
@@ -286,7 +286,7 @@ def test_example_detail_has_texts_ratings_and_history(api_client, coordinator):
 def test_reader_detail_has_assignments_and_history(api_client):
     study, _, _ = make_reading_study(pairs=1)
     example = _realism(study)
-    (annotation,) = rate_open_reads(example, Rating.MINOR_ISSUES)
+    (annotation,) = rate_open_reads(example, RatingChoice.MINOR_ISSUES)
     reader = annotation.reader
 
     data = api_client.get(f"/api/studies/{study.slug}/readers/{reader.username}/").json()
@@ -294,7 +294,7 @@ def test_reader_detail_has_assignments_and_history(api_client):
     assert data["username"] == reader.username
     assert data["memberships"] == [{"role": "reader", "active": True, "max_assignments": None}]
     rated = next(a for a in data["assignments"] if a["example"]["id"] == str(example.public_id))
-    assert (rated["rating"], rated["status"]) == (Rating.MINOR_ISSUES, AssignmentStatus.DONE)
+    assert (rated["rating"], rated["status"]) == (RatingChoice.MINOR_ISSUES, AssignmentStatus.DONE)
     assert {e["subject"] for e in data["history"]} == {reader.username}
     assert AuditAction.SUBMITTED in [e["action"] for e in data["history"]]
 
@@ -446,7 +446,7 @@ def test_withdraw_takes_an_open_assignment_out_of_the_queue(api_client):
 
 def test_withdraw_refuses_a_rated_assignment(api_client):
     study, _, _ = make_reading_study(pairs=1)
-    (annotation,) = rate_open_reads(_realism(study), Rating.REALISTIC)
+    (annotation,) = rate_open_reads(_realism(study), RatingChoice.REALISTIC)
 
     response = _post(api_client, f"/api/assignments/{annotation.assignment.public_id}/withdraw/")
 
@@ -483,7 +483,7 @@ def test_reassign_moves_an_open_assignment(api_client):
 
 def test_void_needs_a_reason_and_voids_once(api_client):
     study, _, _ = make_reading_study(pairs=1)
-    (annotation,) = rate_open_reads(_realism(study), Rating.MINOR_ISSUES)
+    (annotation,) = rate_open_reads(_realism(study), RatingChoice.MINOR_ISSUES)
     path = f"/api/annotations/{annotation.public_id}/void/"
 
     blank = _post(api_client, path, {"reason": "   "})

@@ -16,7 +16,7 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Study,
@@ -198,8 +198,8 @@ def test_it_never_gives_a_reader_the_same_example_twice(coordinator):
     assign_readers(study, actor=coordinator)
     example = Example.objects.get(study=study, task=Task.EQUIVALENCE)
     first, second = example.assignments.order_by("slot")
-    rate(first, Rating.EQUIVALENT, "")
-    rate(second, Rating.EQUIVALENT, "")
+    rate(first, RatingChoice.EQUIVALENT, "")
+    rate(second, RatingChoice.EQUIVALENT, "")
     void_annotation(first.annotation.public_id, actor=coordinator, reason="Rated the wrong case.")
 
     # The voided slot is free again, but its reader had the example, the other reader has it, and
@@ -455,7 +455,7 @@ def _void_a_read(study, reader, coordinator, report_type: str) -> Example:
     """Give one Task 1 version of the study's pair to a reader by hand, rate it, and void the rating."""
     example = Example.objects.get(study=study, task=Task.REALISM, report_type=report_type)
     assignment = assign_example(example.public_id, reader, actor=coordinator)
-    rate(assignment, Rating.REALISTIC, "")
+    rate(assignment, RatingChoice.REALISTIC, "")
     void_annotation(assignment.annotation.public_id, actor=coordinator, reason="Rated the wrong case.")
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.VOIDED
@@ -490,7 +490,7 @@ def test_a_voided_read_does_not_count_towards_the_cap(coordinator):
     capped = reader_users[0]
     task2 = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
     assignment = assign_example(task2.public_id, capped, actor=coordinator)
-    rate(assignment, Rating.EQUIVALENT, "")
+    rate(assignment, RatingChoice.EQUIVALENT, "")
     void_annotation(assignment.annotation.public_id, actor=coordinator, reason="Rated the wrong case.")
     StudyMember.objects.filter(study=study, user=capped).update(max_assignments=1)
 

@@ -5,7 +5,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.deletion import ProtectedError
 from django.urls import reverse
 
-from annotation.models import AuditAction, AuditEvent, Example, Rating, Task
+from annotation.models import AuditAction, AuditEvent, Example, RatingChoice, Task
 from tests.factories import make_reading_study, make_user, rate_open_reads
 
 pytestmark = pytest.mark.django_db
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def event(db) -> AuditEvent:
     study, _, _ = make_reading_study(pairs=1)
     example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
-    rate_open_reads(example, Rating.REALISTIC)
+    rate_open_reads(example, RatingChoice.REALISTIC)
     return AuditEvent.objects.get(example=example, action=AuditAction.SUBMITTED)
 
 

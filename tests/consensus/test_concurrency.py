@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection, connections
 
-from annotation.models import Annotation, Assignment, Example, Rating, Task
+from annotation.models import Annotation, Assignment, Example, RatingChoice, Task
 from consensus.models import Adjudication
 from consensus.services import AlreadySubmitted, SubmitResult, submit_annotation
 from tests.factories import make_reading_study, rate
@@ -64,7 +64,7 @@ def _submit(assignment: Assignment, rating: str, token: uuid.UUID | None = None)
                 reader=assignment.reader,
                 assignment_id=assignment.public_id,
                 rating=rating,
-                rationale="" if rating in (Rating.REALISTIC, Rating.EQUIVALENT) else "A reason.",
+                rationale="" if rating in (RatingChoice.REALISTIC, RatingChoice.EQUIVALENT) else "A reason.",
                 form_token=token or uuid.uuid4(),
             )
         finally:
@@ -90,9 +90,9 @@ def test_simultaneous_disagreeing_second_reads_route_exactly_one_third_read(race
     for first, second in rounds:
         task = first.example.task
         low, high = (
-            (Rating.REALISTIC, Rating.MAJOR_ISSUES)
+            (RatingChoice.REALISTIC, RatingChoice.MAJOR_ISSUES)
             if task == Task.REALISM
-            else (Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
+            else (RatingChoice.EQUIVALENT, RatingChoice.MAJOR_DISCREPANCY)
         )
         outcomes = racer.race(_submit(first, low), _submit(second, high))
         assert all(isinstance(o, SubmitResult) and o.created for o in outcomes), outcomes
@@ -108,11 +108,11 @@ def test_simultaneous_third_reads_that_split_three_ways_route_exactly_one_adjudi
     for first, second in rounds:
         realism = first.example.task == Task.REALISM
         labels = (
-            (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+            (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
             if realism
-            else (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
+            else (RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY)
         )
-        rate(first, labels[0], "" if labels[0] in (Rating.REALISTIC, Rating.EQUIVALENT) else "r")
+        rate(first, labels[0], "" if labels[0] in (RatingChoice.REALISTIC, RatingChoice.EQUIVALENT) else "r")
         rate(second, labels[1])
         third = Assignment.objects.select_related("reader").get(example_id=first.example_id, slot=3)
         # The third reader submits from two tabs at once (two form tokens), splitting three ways.
@@ -129,7 +129,7 @@ def test_one_token_from_five_threads_stores_one_annotation(racer):
     study, _, _ = make_reading_study(pairs=1, readers=4)
     first, _second = _initial_pairs(study)[0]
     token = uuid.uuid4()
-    outcomes = racer.race(*[_submit(first, Rating.MINOR_ISSUES, token) for _ in range(5)])
+    outcomes = racer.race(*[_submit(first, RatingChoice.MINOR_ISSUES, token) for _ in range(5)])
     assert all(isinstance(o, SubmitResult) for o in outcomes), outcomes
     assert sum(o.created for o in outcomes) == 1
     assert len({o.annotation.pk for o in outcomes}) == 1
@@ -141,7 +141,10 @@ def test_readers_of_different_examples_do_not_wait_for_each_other(racer):
     study, _, _ = make_reading_study(pairs=5, readers=6)
     firsts = [first for first, _ in _initial_pairs(study)[:5]]
     outcomes = racer.race(
-        *[_submit(a, Rating.REALISTIC if a.example.task == Task.REALISM else Rating.EQUIVALENT) for a in firsts]
+        *[
+            _submit(a, RatingChoice.REALISTIC if a.example.task == Task.REALISM else RatingChoice.EQUIVALENT)
+            for a in firsts
+        ]
     )
     assert all(isinstance(o, SubmitResult) and o.created for o in outcomes), outcomes
 
@@ -156,10 +159,10 @@ def test_simultaneous_third_reads_of_one_exam_never_go_to_one_reader(racer):
         seconds = []
         for example in (one, other):
             first, second = example.assignments.select_related("reader").order_by("slot")
-            rate(first, Rating.REALISTIC, "")
+            rate(first, RatingChoice.REALISTIC, "")
             seconds.append(second)
 
-        outcomes = racer.race(*(_submit(second, Rating.MAJOR_ISSUES) for second in seconds))
+        outcomes = racer.race(*(_submit(second, RatingChoice.MAJOR_ISSUES) for second in seconds))
 
         assert all(isinstance(o, SubmitResult) and o.created for o in outcomes), outcomes
         third_reads = Assignment.objects.filter(example__in=[one, other], slot=3)
@@ -181,7 +184,7 @@ def test_assigning_task_2_while_a_task_1_third_read_is_routed_never_gives_one_re
         assign_readers(study, actor=coordinator, tasks=[Task.REALISM])
         example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
         first, second = example.assignments.select_related("reader").order_by("slot")
-        rate(first, Rating.REALISTIC, "")
+        rate(first, RatingChoice.REALISTIC, "")
 
         def assign_task_2(study=study, coordinator=coordinator):
             try:
@@ -189,7 +192,7 @@ def test_assigning_task_2_while_a_task_1_third_read_is_routed_never_gives_one_re
             finally:
                 connection.close()
 
-        outcomes = racer.race(_submit(second, Rating.MAJOR_ISSUES), assign_task_2)
+        outcomes = racer.race(_submit(second, RatingChoice.MAJOR_ISSUES), assign_task_2)
 
         assert not any(isinstance(o, Exception) for o in outcomes), outcomes
         assert exams_given_twice(study) == {}

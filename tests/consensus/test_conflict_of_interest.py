@@ -18,7 +18,7 @@ from annotation.models import (
     CandidatePair,
     Example,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     StudyMember,
@@ -76,16 +76,16 @@ def _build_world() -> dict:
     for example, pair_readers in plan.items():
         for reader in pair_readers:
             assign_example(example.public_id, reader, actor=coordinator)
-    other_read = rate(original.assignments.get(reader=r0), Rating.MINOR_ISSUES, SECRET).annotation
+    other_read = rate(original.assignments.get(reader=r0), RatingChoice.MINOR_ISSUES, SECRET).annotation
     for example in (alternative, *_examples(two)[:2]):
         for assignment in example.assignments.all():
-            rate(assignment, Rating.REALISTIC, "")
+            rate(assignment, RatingChoice.REALISTIC, "")
     Adjudication.objects.create(
         example=alternative,
         adjudicator=adjudicators[0],
         task=Task.REALISM,
         status=AdjudicationStatus.DONE,
-        rating=Rating.MAJOR_ISSUES,
+        rating=RatingChoice.MAJOR_ISSUES,
         rationale="The adjudicator's secret.",
     )
     Example.objects.filter(pk__in=[equivalence.pk, _examples(two)[2].pk]).update(unrouted=True)
@@ -109,7 +109,7 @@ def _build_world() -> dict:
 def _as(client, world: dict, viewer: str) -> None:
     """Log in as the viewer: `hidden` (both, their read open), `rated` (both, after rating it) or `plain`."""
     if viewer == "rated":
-        rate(world["original"].assignments.get(reader=world["both"]), Rating.REALISTIC, "")
+        rate(world["original"].assignments.get(reader=world["both"]), RatingChoice.REALISTIC, "")
     client.force_login(world["coordinator"] if viewer == "plain" else world["both"])
 
 

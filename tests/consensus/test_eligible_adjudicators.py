@@ -2,7 +2,7 @@
 
 import pytest
 
-from annotation.models import Example, MemberRole, Rating, Role, Study, StudyMember, Task, tiebreak
+from annotation.models import Example, MemberRole, RatingChoice, Role, Study, StudyMember, Task, tiebreak
 from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import eligible_adjudicators
 from tests.factories import make_assignment, make_reading_study, make_user
@@ -21,7 +21,9 @@ def test_the_least_loaded_in_this_study_comes_first_and_a_past_adjudicator_of_th
     StudyMember.objects.create(study=elsewhere, user=light, role=MemberRole.ADJUDICATOR)
 
     def adjudication(target, adjudicator, status=AdjudicationStatus.OPEN):
-        decided = {"rating": Rating.MINOR_DISCREPANCY if target.task == Task.EQUIVALENCE else Rating.MINOR_ISSUES}
+        decided = {
+            "rating": RatingChoice.MINOR_DISCREPANCY if target.task == Task.EQUIVALENCE else RatingChoice.MINOR_ISSUES
+        }
         decided = {**decided, "rationale": "Decided."} if status == AdjudicationStatus.DONE else {}
         Adjudication.objects.create(example=target, adjudicator=adjudicator, task=target.task, status=status, **decided)
 

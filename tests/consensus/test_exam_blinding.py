@@ -10,7 +10,7 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Study,
@@ -31,9 +31,9 @@ def _disagree(example: Example) -> None:
     """Rate the example's two open initial reads apart: a third read is routed (or the example unrouted)."""
     first, second = example.assignments.filter(status=AssignmentStatus.OPEN).select_related("reader").order_by("slot")
     low, high = (
-        (Rating.REALISTIC, Rating.MAJOR_ISSUES)
+        (RatingChoice.REALISTIC, RatingChoice.MAJOR_ISSUES)
         if example.task == Task.REALISM
-        else (Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
+        else (RatingChoice.EQUIVALENT, RatingChoice.MAJOR_DISCREPANCY)
     )
     rate(first, low, "")
     rate(second, high)

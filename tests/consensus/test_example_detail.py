@@ -13,7 +13,7 @@ from annotation.models import (
     CandidatePair,
     Example,
     ExampleState,
-    Rating,
+    RatingChoice,
     Role,
     Task,
 )
@@ -106,7 +106,7 @@ def test_it_escapes_report_text(client, coordinator):
 def test_it_shows_assignments_ratings_and_the_audit_history(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study)
-    first, second = rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    first, second = rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
     third = example.assignments.get(slot=3)
     client.force_login(coordinator)
 
@@ -137,7 +137,7 @@ def test_it_shows_assignments_ratings_and_the_audit_history(client, coordinator)
 def test_it_marks_voided_ratings(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study)
-    first, _ = rate_open_reads(example, Rating.REALISTIC, Rating.REALISTIC)
+    first, _ = rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
     void_annotation(first.public_id, actor=coordinator, reason="Rated <the wrong> report.")
     client.force_login(coordinator)
 
@@ -154,12 +154,12 @@ def test_it_marks_voided_ratings(client, coordinator):
 def test_it_shows_the_adjudication_and_the_consensus(client, coordinator):
     study, _, adjudicators = make_reading_study(pairs=1)
     example = _example(study)
-    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+    rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
     adjudication = example.adjudications.get()
     submit_adjudication(
         adjudicator=adjudicators[0],
         adjudication_id=adjudication.public_id,
-        rating=Rating.MINOR_ISSUES,
+        rating=RatingChoice.MINOR_ISSUES,
         rationale="Unusual but correct.",
         form_token=uuid.uuid4(),
     )
@@ -179,7 +179,7 @@ def test_its_query_count_does_not_grow_with_the_study(client, coordinator):
     for pairs in (2, 12):
         study, _, _ = make_reading_study(pairs=pairs)
         example = _example(study)
-        rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+        rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
         client.get(_url(example))
         with CaptureQueriesContext(connection) as queries:
             client.get(_url(example))
@@ -262,7 +262,7 @@ def test_it_withdraws_an_open_assignment(client, coordinator):
 def test_it_refuses_to_withdraw_a_rated_assignment_in_place(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study)
-    (annotation,) = rate_open_reads(example, Rating.REALISTIC)
+    (annotation,) = rate_open_reads(example, RatingChoice.REALISTIC)
     client.force_login(coordinator)
 
     response = _post(client, "assignment_withdraw", study, annotation.assignment.public_id, **HTMX)
@@ -328,7 +328,7 @@ def test_it_explains_in_place_that_a_reader_of_another_item_of_the_exam_is_refus
 def test_it_voids_a_rating_with_a_reason_and_routes_the_example_again(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study)
-    first, _ = rate_open_reads(example, Rating.REALISTIC, Rating.REALISTIC)
+    first, _ = rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
     client.force_login(coordinator)
 
     response = _post(client, "annotation_void", study, first.public_id, {"reason": "Rated the wrong report."}, **HTMX)
@@ -347,7 +347,7 @@ def test_it_voids_a_rating_with_a_reason_and_routes_the_example_again(client, co
 
 def test_voiding_needs_a_reason(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
-    (annotation,) = rate_open_reads(_example(study), Rating.REALISTIC)
+    (annotation,) = rate_open_reads(_example(study), RatingChoice.REALISTIC)
     client.force_login(coordinator)
 
     response = _post(client, "annotation_void", study, annotation.public_id, {"reason": "  "}, **HTMX)
@@ -360,7 +360,7 @@ def test_voiding_needs_a_reason(client, coordinator):
 
 def test_it_explains_that_a_rating_was_already_voided(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
-    (annotation,) = rate_open_reads(_example(study), Rating.REALISTIC)
+    (annotation,) = rate_open_reads(_example(study), RatingChoice.REALISTIC)
     void_annotation(annotation.public_id, actor=coordinator, reason="First time.")
     client.force_login(coordinator)
 
@@ -374,7 +374,7 @@ def test_it_explains_that_a_rating_was_already_voided(client, coordinator):
 def test_it_voids_a_rating_while_an_adjudication_is_open(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study)
-    first, *_ = rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+    first, *_ = rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
     client.force_login(coordinator)
 
     response = _post(client, "annotation_void", study, first.public_id, {"reason": "Wrong report."}, **HTMX)
@@ -387,7 +387,7 @@ def test_it_voids_a_rating_while_an_adjudication_is_open(client, coordinator):
 
 def test_it_works_without_javascript(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
-    (annotation,) = rate_open_reads(_example(study), Rating.REALISTIC)
+    (annotation,) = rate_open_reads(_example(study), RatingChoice.REALISTIC)
     client.force_login(coordinator)
 
     response = _post(client, "annotation_void", study, annotation.public_id, {"reason": "Wrong report."})
@@ -417,7 +417,7 @@ def test_changes_through_another_study_404(client, coordinator):
     study, readers, _ = make_reading_study(pairs=1)
     other, _, _ = make_reading_study(pairs=1)
     foreign = _example(other)
-    (annotation,) = rate_open_reads(foreign, Rating.REALISTIC)
+    (annotation,) = rate_open_reads(foreign, RatingChoice.REALISTIC)
     assignment = _open_assignment(foreign)
     client.force_login(coordinator)
 
@@ -435,7 +435,7 @@ def test_changes_through_another_study_404(client, coordinator):
 def test_it_requires_the_coordinator_role(client, role):
     study, readers, _ = make_reading_study(pairs=1)
     example = _example(study)
-    (annotation,) = rate_open_reads(example, Rating.REALISTIC)
+    (annotation,) = rate_open_reads(example, RatingChoice.REALISTIC)
     assignment = _open_assignment(example)
     client.force_login(make_user(role))
 
@@ -471,7 +471,7 @@ def test_changes_must_be_posted(client, coordinator):
 def test_the_audit_trail_shows_the_labels_people_read_elsewhere(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study, Task.EQUIVALENCE)
-    rate_open_reads(example, Rating.MAJOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
+    rate_open_reads(example, RatingChoice.MAJOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY)
     client.force_login(coordinator)
 
     html = client.get(_url(example)).content.decode()
@@ -486,7 +486,7 @@ def test_the_audit_trail_shows_the_labels_people_read_elsewhere(client, coordina
 def test_each_rating_has_one_void_action_that_opens_its_form(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _example(study)
-    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
     client.force_login(coordinator)
 
     html = client.get(_url(example)).content.decode()

@@ -14,7 +14,7 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Task,
@@ -31,7 +31,7 @@ from tests.factories import make_reading_study, make_user, rate, rate_open_reads
 
 pytestmark = pytest.mark.django_db
 
-REALISTIC, MINOR, MAJOR = Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES
+REALISTIC, MINOR, MAJOR = RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES
 
 
 KEPT_APART = "another item of the same exam"
@@ -78,7 +78,7 @@ def test_a_third_read_of_task_2_never_goes_to_a_reader_of_the_exams_task_1(db):
     task1_readers = _readers_of(original) | _readers_of(alternative)
     (outsider,) = [r for r in readers if r.pk not in task1_readers | _readers_of(equivalence)]
 
-    rate_open_reads(equivalence, Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
+    rate_open_reads(equivalence, RatingChoice.EQUIVALENT, RatingChoice.MAJOR_DISCREPANCY)
 
     assert equivalence.assignments.open().get().reader == outsider
 
@@ -138,7 +138,7 @@ def test_manual_assignment_refuses_a_reader_whose_read_of_the_other_version_was_
 def test_manual_assignment_refuses_a_reader_of_the_exams_task_2_for_either_version(coordinator):
     study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     original, alternative = _versions(study)
-    (rated,) = rate_open_reads(_equivalence(study), Rating.EQUIVALENT)
+    (rated,) = rate_open_reads(_equivalence(study), RatingChoice.EQUIVALENT)
     for version in (original, alternative):
         version.assignments.open().first().delete()  # a free slot on each
     before = set(Assignment.objects.values_list("pk", "reader_id", "status"))

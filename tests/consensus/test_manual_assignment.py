@@ -12,7 +12,7 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     StudyMember,
@@ -57,8 +57,8 @@ def _enrolled_directly(study):
 def _disagree(example) -> None:
     """The two initial reads of a Task 2 example disagree: it needs a third read."""
     first, second = example.assignments.filter(slot__in=[1, 2]).order_by("slot")
-    rate(first, Rating.EQUIVALENT, "")
-    rate(second, Rating.MAJOR_DISCREPANCY, "The effusion is missing.")
+    rate(first, RatingChoice.EQUIVALENT, "")
+    rate(second, RatingChoice.MAJOR_DISCREPANCY, "The effusion is missing.")
     example.refresh_from_db()
     assert example.state == ExampleState.THIRD_READ
 
@@ -109,8 +109,8 @@ def test_it_refuses_a_reader_whose_rating_of_the_example_was_voided(coordinator)
     example = _task2(study)
     first, second = example.assignments.select_related("reader").order_by("slot")
     first_reader = first.reader
-    rate(first, Rating.EQUIVALENT, "")
-    rate(second, Rating.EQUIVALENT, "")
+    rate(first, RatingChoice.EQUIVALENT, "")
+    rate(second, RatingChoice.EQUIVALENT, "")
     void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
     example.refresh_from_db()
     # A slot is free and nobody is eligible: the other two readers hold the pair's Task 1 items (its texts).
@@ -127,7 +127,7 @@ def test_filling_one_of_two_missing_reads_leaves_the_example_unrouted(coordinato
     study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
     example = _task2(study)
     for assignment in example.assignments.order_by("slot"):
-        rate(assignment, Rating.MAJOR_DISCREPANCY, "The effusion is missing.")
+        rate(assignment, RatingChoice.MAJOR_DISCREPANCY, "The effusion is missing.")
     for annotation in example.annotations.order_by("pk"):
         void_annotation(annotation.public_id, actor=coordinator, reason="Wrong case.")
     example.refresh_from_db()
@@ -149,8 +149,8 @@ def test_reassigning_the_one_read_of_an_example_waiting_for_two_leaves_it_unrout
     study, _, _ = make_reading_study(pairs=1, readers=4, keep_versions_apart=False)
     example = _task2(study)
     first, second = example.assignments.order_by("slot")
-    rate(first, Rating.EQUIVALENT, "")
-    rate(second, Rating.EQUIVALENT, "")
+    rate(first, RatingChoice.EQUIVALENT, "")
+    rate(second, RatingChoice.EQUIVALENT, "")
     spare = _enrolled_directly(study)
     void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
     refill = example.assignments.get(reader=spare)
@@ -170,8 +170,8 @@ def test_giving_the_last_missing_read_clears_unrouted(coordinator):
     study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
     example = _task2(study)
     first, second = example.assignments.order_by("slot")
-    rate(first, Rating.EQUIVALENT, "")
-    rate(second, Rating.EQUIVALENT, "")
+    rate(first, RatingChoice.EQUIVALENT, "")
+    rate(second, RatingChoice.EQUIVALENT, "")
     void_annotation(first.annotation.public_id, actor=coordinator, reason="Wrong case.")
     example.refresh_from_db()
     assert example.unrouted
@@ -267,7 +267,7 @@ def test_it_refuses_when_the_example_already_has_its_readers(coordinator):
         assign_example(example.public_id, spare, actor=coordinator)
 
     # Nor once it has its consensus.
-    rate(third, Rating.EQUIVALENT, "")
+    rate(third, RatingChoice.EQUIVALENT, "")
     example.refresh_from_db()
     assert example.state == ExampleState.CONSENSUS
     with pytest.raises(QueueRefused, match="all the readers it needs"):
@@ -288,7 +288,7 @@ def test_on_an_unrouted_third_read_it_fills_slot_3_and_clears_unrouted(coordinat
     example.refresh_from_db()
     assert not example.unrouted
     assert example.state == ExampleState.THIRD_READ
-    rate(assignment, Rating.EQUIVALENT, "")
+    rate(assignment, RatingChoice.EQUIVALENT, "")
     assert Example.objects.get(pk=example.pk).state == ExampleState.CONSENSUS
 
 
@@ -317,7 +317,7 @@ def test_withdrawing_deletes_an_open_assignment_and_audits_it(coordinator):
 def test_a_rated_assignment_cannot_be_withdrawn(coordinator):
     study, _, _ = make_reading_study(pairs=1, readers=4)
     assignment = _task2(study).assignments.get(slot=1)
-    rate(assignment, Rating.EQUIVALENT, "")
+    rate(assignment, RatingChoice.EQUIVALENT, "")
 
     with pytest.raises(QueueRefused) as refused:
         withdraw_assignment(assignment.public_id, actor=coordinator)
@@ -394,10 +394,10 @@ def test_a_third_read_given_by_hand_after_a_void_takes_the_freed_initial_slot(co
     # the exam's items need: the third read's; every other reader has an item of the exam.
     study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
-    ratings = {voided_slot: Rating.EQUIVALENT, 3 - voided_slot: Rating.MAJOR_DISCREPANCY}
+    ratings = {voided_slot: RatingChoice.EQUIVALENT, 3 - voided_slot: RatingChoice.MAJOR_DISCREPANCY}
     for slot in (1, 2):
         rate(example.assignments.get(slot=slot), ratings[slot], "" if slot == voided_slot else "Missed.")
-    rate(example.assignments.get(slot=3), Rating.EQUIVALENT, "")
+    rate(example.assignments.get(slot=3), RatingChoice.EQUIVALENT, "")
     voided = example.assignments.get(slot=voided_slot).annotation
     void_annotation(voided.public_id, actor=coordinator, reason="Wrong case.")
     example.refresh_from_db()
@@ -414,7 +414,7 @@ def test_nothing_is_given_by_hand_once_two_reads_agree(coordinator):
     study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     for assignment in example.assignments.order_by("slot"):
-        rate(assignment, Rating.EQUIVALENT, "")
+        rate(assignment, RatingChoice.EQUIVALENT, "")
     example.refresh_from_db()
     assert example.state == ExampleState.CONSENSUS
     spare = _free_reader(example, readers)
@@ -508,7 +508,7 @@ def test_a_rated_assignment_cannot_be_reassigned(coordinator):
     study, readers, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = _task2(study)
     assignment = example.assignments.get(slot=1)
-    rate(assignment, Rating.EQUIVALENT, "")
+    rate(assignment, RatingChoice.EQUIVALENT, "")
     newcomer = _free_reader(example, readers)
 
     with pytest.raises(QueueRefused, match="has a rating"):

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotation.models import Example, Rating, Task
+from annotation.models import Example, RatingChoice, Task
 from tests.factories import make_reading_study, rate
 
 pytestmark = pytest.mark.django_db
@@ -22,13 +22,13 @@ def _measure(pairs: int) -> dict[str, int]:
     examples = list(Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:2])
     agreeing, splitting = (list(e.assignments.select_related("reader").order_by("slot")) for e in examples)
     counts = {
-        "first read": _queries(lambda: rate(agreeing[0], Rating.REALISTIC, "")),
-        "second read, consensus": _queries(lambda: rate(agreeing[1], Rating.REALISTIC, "")),
+        "first read": _queries(lambda: rate(agreeing[0], RatingChoice.REALISTIC, "")),
+        "second read, consensus": _queries(lambda: rate(agreeing[1], RatingChoice.REALISTIC, "")),
     }
-    rate(splitting[0], Rating.REALISTIC, "")
-    counts["second read, third read routed"] = _queries(lambda: rate(splitting[1], Rating.MINOR_ISSUES))
+    rate(splitting[0], RatingChoice.REALISTIC, "")
+    counts["second read, third read routed"] = _queries(lambda: rate(splitting[1], RatingChoice.MINOR_ISSUES))
     third = examples[1].assignments.select_related("reader").get(slot=3)
-    counts["third read, adjudication routed"] = _queries(lambda: rate(third, Rating.MAJOR_ISSUES))
+    counts["third read, adjudication routed"] = _queries(lambda: rate(third, RatingChoice.MAJOR_ISSUES))
     return counts
 
 

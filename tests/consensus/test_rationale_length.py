@@ -12,7 +12,7 @@ from annotation.models import (
     Annotation,
     AuditEvent,
     Example,
-    Rating,
+    RatingChoice,
     Task,
 )
 from consensus.models import Adjudication, AdjudicationStatus
@@ -38,7 +38,7 @@ def _split() -> Adjudication:
     # One reader beyond the initial need: the third read of a kept-apart exam finds one.
     study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
-    for rating in (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES):
+    for rating in (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES):
         reads = example.assignments.open().select_related("reader").order_by("slot")
         rate(reads.first(), rating, "A reason.")
     return Adjudication.objects.select_related("adjudicator").get(example=example)
@@ -48,7 +48,7 @@ def _submit(assignment, rationale: str):
     return submit_annotation(
         reader=assignment.reader,
         assignment_id=assignment.public_id,
-        rating=Rating.MAJOR_ISSUES,
+        rating=RatingChoice.MAJOR_ISSUES,
         rationale=rationale,
         form_token=uuid.uuid4(),
     )
@@ -79,7 +79,7 @@ def test_the_service_refuses_an_adjudication_rationale_over_the_limit():
         submit_adjudication(
             adjudicator=adjudication.adjudicator,
             adjudication_id=adjudication.public_id,
-            rating=Rating.MINOR_ISSUES,
+            rating=RatingChoice.MINOR_ISSUES,
             rationale=TOO_LONG,
             form_token=uuid.uuid4(),
         )
@@ -108,7 +108,7 @@ def test_the_database_refuses_an_adjudication_rationale_over_the_limit():
 def test_the_api_refuses_a_rationale_over_the_limit_naming_the_field(assignment):
     client = Client()
     client.force_login(assignment.reader)
-    body = {"rating": Rating.MAJOR_ISSUES, "rationale": TOO_LONG, "form_token": str(uuid.uuid4())}
+    body = {"rating": RatingChoice.MAJOR_ISSUES, "rationale": TOO_LONG, "form_token": str(uuid.uuid4())}
 
     response = client.post(f"/api/reading/{assignment.public_id}/rating/", body, content_type="application/json")
 
@@ -135,7 +135,7 @@ def test_the_schema_documents_the_limit(assignment):
 def test_the_reading_form_refuses_a_rationale_over_the_limit(client, assignment, headers):
     client.force_login(assignment.reader)
     url = reverse("reading_page", args=[assignment.public_id])
-    body = {"rating": Rating.MAJOR_ISSUES, "rationale": TOO_LONG, "form_token": uuid.uuid4()}
+    body = {"rating": RatingChoice.MAJOR_ISSUES, "rationale": TOO_LONG, "form_token": uuid.uuid4()}
 
     response = client.post(url, body, **headers)
 
@@ -160,7 +160,9 @@ def test_the_adjudication_form_refuses_a_rationale_over_the_limit(client):
     url = reverse("adjudication_page", args=[adjudication.public_id])
     assert f'maxlength="{RATIONALE_MAX_LENGTH}"' in client.get(url).content.decode()
 
-    response = client.post(url, {"rating": Rating.MINOR_ISSUES, "rationale": TOO_LONG, "form_token": uuid.uuid4()})
+    response = client.post(
+        url, {"rating": RatingChoice.MINOR_ISSUES, "rationale": TOO_LONG, "form_token": uuid.uuid4()}
+    )
 
     assert response.status_code == 422
     assert "the limit is 10,000" in response.content.decode()

@@ -3,7 +3,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import Assignment, AuditAction, Example, MemberRole, Rating, Role, StudyMember, Task
+from annotation.models import Assignment, AuditAction, Example, MemberRole, RatingChoice, Role, StudyMember, Task
 from consensus.assignment import add_study_member
 from consensus.services import void_annotation
 from tests.factories import make_reading_study, make_user, rate_open_reads
@@ -41,7 +41,7 @@ def test_it_lists_the_readers_assignments_with_links_to_the_examples(client, coo
 def test_it_shows_ratings_and_voided_ones(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _first_example(study)
-    annotation, _ = rate_open_reads(example, Rating.MINOR_ISSUES, Rating.REALISTIC)
+    annotation, _ = rate_open_reads(example, RatingChoice.MINOR_ISSUES, RatingChoice.REALISTIC)
     void_annotation(annotation.public_id, actor=coordinator, reason="Wrong report.")
     client.force_login(coordinator)
 
@@ -56,7 +56,7 @@ def test_it_shows_ratings_and_voided_ones(client, coordinator):
 def test_it_shows_the_audit_events_that_concern_the_reader(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     example = _first_example(study)
-    (annotation,) = rate_open_reads(example, Rating.REALISTIC)
+    (annotation,) = rate_open_reads(example, RatingChoice.REALISTIC)
     reader = annotation.reader
     add_study_member(study, reader, MemberRole.READER, actor=coordinator, max_assignments=9)
     client.force_login(coordinator)
@@ -95,7 +95,7 @@ def test_it_shows_only_this_studys_work(client, coordinator):
 def test_it_shows_an_adjudicators_adjudications(client, coordinator):
     study, _, adjudicators = make_reading_study(pairs=1)
     example = _first_example(study)
-    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+    rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
     client.force_login(coordinator)
 
     response = client.get(_url(study, adjudicators[0]))

@@ -17,7 +17,7 @@ from annotation.models import (
     Assignment,
     AssignmentStatus,
     Example,
-    Rating,
+    RatingChoice,
     ReaderQueue,
     Role,
     Study,
@@ -33,7 +33,7 @@ from tests.invariants import queue_counter_mismatches
 
 pytestmark = pytest.mark.django_db
 
-REALISTIC, MAJOR = Rating.REALISTIC, Rating.MAJOR_ISSUES
+REALISTIC, MAJOR = RatingChoice.REALISTIC, RatingChoice.MAJOR_ISSUES
 
 
 def _reserved_study(**options):
@@ -383,7 +383,7 @@ def _read_a_simulated_study(reserve_percent: int, *, seed: int, pairs: int) -> l
             reader=reader,
             assignment_id=item.public_id,
             rating=rating,
-            rationale="" if rating in (Rating.REALISTIC, Rating.EQUIVALENT) else "Because.",
+            rationale="" if rating in (RatingChoice.REALISTIC, RatingChoice.EQUIVALENT) else "Because.",
             form_token=uuid.uuid4(),
         )
         queue.append("T" if item.is_third_read else "I")

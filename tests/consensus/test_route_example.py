@@ -13,7 +13,7 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReaderQueue,
     Role,
     Study,
@@ -37,7 +37,7 @@ from tests.invariants import readers_barred_from
 
 pytestmark = pytest.mark.django_db
 
-REALISTIC, MINOR, MAJOR = Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES
+REALISTIC, MINOR, MAJOR = RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES
 
 
 def _task1_example(study) -> Example:
@@ -368,11 +368,11 @@ def test_task_2_follows_the_same_rules(db):
     study, _, _ = make_reading_study()
     example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).first()
     first, second = _initial(example)
-    rate(first, Rating.EQUIVALENT, "")
-    rate(second, Rating.MAJOR_DISCREPANCY)
-    rate(_third(example), Rating.EQUIVALENT, "")
+    rate(first, RatingChoice.EQUIVALENT, "")
+    rate(second, RatingChoice.MAJOR_DISCREPANCY)
+    rate(_third(example), RatingChoice.EQUIVALENT, "")
     consensus = ConsensusLabel.objects.get(example=example)
-    assert (consensus.rating, consensus.label_source) == (Rating.EQUIVALENT, LabelSource.MAJORITY)
+    assert (consensus.rating, consensus.label_source) == (RatingChoice.EQUIVALENT, LabelSource.MAJORITY)
 
 
 def test_the_load_that_counts_is_the_readers_open_work_in_this_study(db):

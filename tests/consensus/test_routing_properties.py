@@ -20,7 +20,7 @@ from annotation.models import (
     AuditEvent,
     Example,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReaderQueue,
     Role,
     StudyMember,
@@ -159,8 +159,8 @@ def test_a_disagreement_goes_to_one_least_loaded_eligible_reader(
     example = Example.objects.filter(study=study, task=task).select_related("pair").first()
     excluded = readers_barred_from(example)
     ratings = {
-        Task.REALISM: (Rating.REALISTIC, Rating.MAJOR_ISSUES),
-        Task.EQUIVALENCE: (Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY),
+        Task.REALISM: (RatingChoice.REALISTIC, RatingChoice.MAJOR_ISSUES),
+        Task.EQUIVALENCE: (RatingChoice.EQUIVALENT, RatingChoice.MAJOR_DISCREPANCY),
     }[task]
 
     rate_open_reads(example, *ratings)

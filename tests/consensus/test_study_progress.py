@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import Example, Rating, Role, Task
+from annotation.models import Example, RatingChoice, Role, Task
 from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -30,8 +30,8 @@ def _row(progress, task: str, variation: str):
 def test_it_counts_examples_by_state_per_task_and_variation(client, coordinator):
     study, _, _ = make_reading_study(pairs=2)
     agreed, split, *_ = _examples(study, Task.REALISM)
-    rate_open_reads(agreed, Rating.REALISTIC, Rating.REALISTIC)
-    rate_open_reads(split, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    rate_open_reads(agreed, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
+    rate_open_reads(split, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
     client.force_login(coordinator)
 
     response = client.get(_url(study))
@@ -68,7 +68,7 @@ def test_it_lists_variations_in_taxonomy_order(client, coordinator):
 
 def test_it_draws_a_progress_bar_for_every_row(client, coordinator):
     study, _, _ = make_reading_study(pairs=2)
-    rate_open_reads(_examples(study, Task.EQUIVALENCE)[0], Rating.EQUIVALENT, Rating.EQUIVALENT)
+    rate_open_reads(_examples(study, Task.EQUIVALENCE)[0], RatingChoice.EQUIVALENT, RatingChoice.EQUIVALENT)
     client.force_login(coordinator)
 
     html = client.get(_url(study)).content.decode()
@@ -84,7 +84,7 @@ def test_it_draws_a_progress_bar_for_every_row(client, coordinator):
 
 def test_it_links_the_unrouted_count_to_the_unrouted_list(client, coordinator):
     study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
-    rate_open_reads(_examples(study, Task.REALISM)[0], Rating.REALISTIC, Rating.MAJOR_ISSUES)
+    rate_open_reads(_examples(study, Task.REALISM)[0], RatingChoice.REALISTIC, RatingChoice.MAJOR_ISSUES)
     client.force_login(coordinator)
 
     response = client.get(_url(study))
@@ -167,7 +167,7 @@ def test_its_query_count_does_not_grow_with_the_study(client, coordinator):
     for pairs in (2, 12):
         study, _, _ = make_reading_study(pairs=pairs)
         for example in _examples(study, Task.REALISM)[:2]:
-            rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+            rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
         client.get(_url(study))  # warm the session and permission caches
         with CaptureQueriesContext(connection) as queries:
             response = client.get(_url(study))

@@ -13,7 +13,7 @@ from annotation.models import (
     AuditEvent,
     Example,
     MemberRole,
-    Rating,
+    RatingChoice,
     Role,
     Study,
     StudyMember,
@@ -38,7 +38,7 @@ def _workload(client, study) -> dict:
 def test_it_shows_each_members_reads_per_task(client, coordinator):
     study, readers, adjudicators = make_reading_study(pairs=2, readers=6)
     example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
-    (annotation,) = rate_open_reads(example, Rating.EQUIVALENT)
+    (annotation,) = rate_open_reads(example, RatingChoice.EQUIVALENT)
     client.force_login(coordinator)
 
     rows = _workload(client, study)
@@ -82,8 +82,8 @@ def test_it_counts_voided_ratings_and_adjudications(client, coordinator):
 
     study, _, adjudicators = make_reading_study(pairs=1)
     split, agreed, *_ = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")
-    rate_open_reads(split, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
-    first, _ = rate_open_reads(agreed, Rating.REALISTIC, Rating.REALISTIC)
+    rate_open_reads(split, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
+    first, _ = rate_open_reads(agreed, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
     void_annotation(first.public_id, actor=coordinator, reason="Rated the wrong report.")
     client.force_login(coordinator)
 
@@ -96,7 +96,7 @@ def test_it_counts_voided_ratings_and_adjudications(client, coordinator):
     submit_adjudication(
         adjudicator=adjudicators[0],
         adjudication_id=adjudication.public_id,
-        rating=Rating.MINOR_ISSUES,
+        rating=RatingChoice.MINOR_ISSUES,
         rationale="Unusual phrasing.",
         form_token=uuid.uuid4(),
     )
@@ -111,7 +111,7 @@ def test_its_query_count_does_not_grow_with_the_study(client, coordinator):
     for pairs, beyond in ((2, 3), (12, 5)):
         study, _, _ = make_reading_study(pairs=pairs, readers_beyond_initial=beyond, adjudicators=2)
         for example in Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:3]:
-            rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+            rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
         client.get(_url(study))  # warm the session and permission caches
         with CaptureQueriesContext(connection) as queries:
             response = client.get(_url(study))
@@ -150,7 +150,7 @@ def test_it_adds_a_reader(client, coordinator):
 def test_adding_an_adjudicator_routes_a_waiting_split(client, coordinator):
     study, _, _ = make_reading_study(pairs=1, adjudicators=0)
     example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
-    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+    rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
     assert example.unrouted
     make_user(Role.ADJUDICATOR, username="adj")
     client.force_login(coordinator)

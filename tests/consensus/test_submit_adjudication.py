@@ -5,7 +5,7 @@ import uuid
 import pytest
 from django.db import IntegrityError, transaction
 
-from annotation.models import AuditAction, AuditEvent, Example, ExampleState, MemberRole, Rating, Task
+from annotation.models import AuditAction, AuditEvent, Example, ExampleState, MemberRole, RatingChoice, Task
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from consensus.services import (
     AlreadySubmitted,
@@ -19,8 +19,8 @@ from tests.factories import make_reading_study, rate
 pytestmark = pytest.mark.django_db
 
 SPLITS = {
-    Task.REALISM: (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES),
-    Task.EQUIVALENCE: (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY),
+    Task.REALISM: (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES),
+    Task.EQUIVALENCE: (RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY),
 }
 
 
@@ -31,7 +31,7 @@ def _three_way_split(task: str = Task.EQUIVALENCE, *, adjudicators: int = 2) -> 
     example = Example.objects.filter(study=study, task=task).order_by("pk").first()
     for rating in SPLITS[task]:
         assignment = example.assignments.open().select_related("reader").order_by("slot").first()
-        rate(assignment, rating, "" if rating in (Rating.REALISTIC, Rating.EQUIVALENT) else "A reason.")
+        rate(assignment, rating, "" if rating in (RatingChoice.REALISTIC, RatingChoice.EQUIVALENT) else "A reason.")
     return Adjudication.objects.select_related("adjudicator", "example").get(example=example)
 
 
@@ -71,10 +71,10 @@ def test_a_rationale_is_always_required_even_for_realistic_or_equivalent(task, r
 @pytest.mark.parametrize(
     ("task", "rating"),
     [
-        (Task.REALISM, Rating.EQUIVALENT),
-        (Task.REALISM, Rating.MAJOR_DISCREPANCY),
-        (Task.EQUIVALENCE, Rating.REALISTIC),
-        (Task.EQUIVALENCE, Rating.MINOR_ISSUES),
+        (Task.REALISM, RatingChoice.EQUIVALENT),
+        (Task.REALISM, RatingChoice.MAJOR_DISCREPANCY),
+        (Task.EQUIVALENCE, RatingChoice.REALISTIC),
+        (Task.EQUIVALENCE, RatingChoice.MINOR_ISSUES),
         (Task.EQUIVALENCE, "undecided"),
     ],
 )
@@ -116,12 +116,12 @@ def test_the_decision_becomes_the_adjudicated_consensus_of_three(task):
 def test_a_decision_is_audited():
     adjudication = _three_way_split()
 
-    _decide(adjudication, Rating.MINOR_DISCREPANCY, "Only the wording differs.")
+    _decide(adjudication, RatingChoice.MINOR_DISCREPANCY, "Only the wording differs.")
 
     event = AuditEvent.objects.get(action=AuditAction.ADJUDICATED)
     assert event.example == adjudication.example
     assert event.actor == event.subject == adjudication.adjudicator
-    assert event.after == {"adjudication": str(adjudication.public_id), "rating": Rating.MINOR_DISCREPANCY}
+    assert event.after == {"adjudication": str(adjudication.public_id), "rating": RatingChoice.MINOR_DISCREPANCY}
     consensus_event = AuditEvent.objects.get(action=AuditAction.CONSENSUS, example=adjudication.example)
     assert consensus_event.after["label_source"] == LabelSource.ADJUDICATED
 
@@ -129,31 +129,31 @@ def test_a_decision_is_audited():
 def test_the_same_form_token_twice_gives_the_same_result_and_one_decision():
     adjudication = _three_way_split()
     token = uuid.uuid4()
-    first = _decide(adjudication, Rating.MINOR_DISCREPANCY, "Only the wording differs.", token=token)
+    first = _decide(adjudication, RatingChoice.MINOR_DISCREPANCY, "Only the wording differs.", token=token)
 
-    again = _decide(adjudication, Rating.MAJOR_DISCREPANCY, "Changed my mind.", token=token)
+    again = _decide(adjudication, RatingChoice.MAJOR_DISCREPANCY, "Changed my mind.", token=token)
 
     assert again.pk == first.pk
-    assert (again.rating, again.rationale) == (Rating.MINOR_DISCREPANCY, "Only the wording differs.")
+    assert (again.rating, again.rationale) == (RatingChoice.MINOR_DISCREPANCY, "Only the wording differs.")
     stored = Adjudication.objects.get(pk=adjudication.pk)
-    assert (stored.rating, stored.form_token) == (Rating.MINOR_DISCREPANCY, token)
+    assert (stored.rating, stored.form_token) == (RatingChoice.MINOR_DISCREPANCY, token)
     assert AuditEvent.objects.filter(action=AuditAction.ADJUDICATED).count() == 1
-    assert ConsensusLabel.objects.get(example=adjudication.example).rating == Rating.MINOR_DISCREPANCY
+    assert ConsensusLabel.objects.get(example=adjudication.example).rating == RatingChoice.MINOR_DISCREPANCY
 
 
 def test_a_second_decision_is_refused_and_the_first_kept():
     adjudication = _three_way_split()
-    _decide(adjudication, Rating.EQUIVALENT, "Same findings, same decisions.")
+    _decide(adjudication, RatingChoice.EQUIVALENT, "Same findings, same decisions.")
 
     with pytest.raises(AlreadySubmitted) as refused:
-        _decide(adjudication, Rating.MAJOR_DISCREPANCY, "Second thoughts.")
+        _decide(adjudication, RatingChoice.MAJOR_DISCREPANCY, "Second thoughts.")
 
     assert refused.value.annotation.pk == adjudication.pk
-    assert refused.value.annotation.rating == Rating.EQUIVALENT
+    assert refused.value.annotation.rating == RatingChoice.EQUIVALENT
     stored = Adjudication.objects.get(pk=adjudication.pk)
-    assert (stored.rating, stored.rationale) == (Rating.EQUIVALENT, "Same findings, same decisions.")
+    assert (stored.rating, stored.rationale) == (RatingChoice.EQUIVALENT, "Same findings, same decisions.")
     assert AuditEvent.objects.filter(action=AuditAction.ADJUDICATED).count() == 1
-    assert ConsensusLabel.objects.get(example=adjudication.example).rating == Rating.EQUIVALENT
+    assert ConsensusLabel.objects.get(example=adjudication.example).rating == RatingChoice.EQUIVALENT
 
 
 def test_another_adjudicator_is_not_found():
@@ -166,7 +166,7 @@ def test_another_adjudicator_is_not_found():
     )
 
     with pytest.raises(NoSuchWork):
-        _decide(adjudication, Rating.EQUIVALENT, "Not mine to decide.", adjudicator=other)
+        _decide(adjudication, RatingChoice.EQUIVALENT, "Not mine to decide.", adjudicator=other)
 
     _undecided(adjudication)
 
@@ -176,7 +176,7 @@ def test_one_of_the_readers_is_not_found():
     reader = adjudication.example.annotations.first().reader
 
     with pytest.raises(NoSuchWork):
-        _decide(adjudication, Rating.EQUIVALENT, "I read it myself.", adjudicator=reader)
+        _decide(adjudication, RatingChoice.EQUIVALENT, "I read it myself.", adjudicator=reader)
 
     _undecided(adjudication)
 
@@ -188,7 +188,7 @@ def test_an_adjudication_voided_before_its_decision_is_not_found(coordinator):
     assert Adjudication.objects.get(pk=adjudication.pk).status == AdjudicationStatus.VOIDED
 
     with pytest.raises(NoSuchWork):
-        _decide(adjudication, Rating.EQUIVALENT, "Too late.")
+        _decide(adjudication, RatingChoice.EQUIVALENT, "Too late.")
 
     assert not ConsensusLabel.objects.filter(example=adjudication.example).exists()
 
@@ -199,7 +199,7 @@ def test_an_unknown_adjudication_is_not_found():
         submit_adjudication(
             adjudicator=adjudication.adjudicator,
             adjudication_id=uuid.uuid4(),
-            rating=Rating.EQUIVALENT,
+            rating=RatingChoice.EQUIVALENT,
             rationale="Why.",
             form_token=uuid.uuid4(),
         )
@@ -216,9 +216,9 @@ def _refused_by_the_database(**fields) -> None:
 def test_the_database_refuses_a_decision_that_does_not_fit_the_task_or_lacks_a_rationale():
     adjudication = _three_way_split(Task.REALISM)
     done = {"pk": adjudication.pk, "status": AdjudicationStatus.DONE}
-    _refused_by_the_database(**done, rating=Rating.EQUIVALENT, rationale="Why.")
+    _refused_by_the_database(**done, rating=RatingChoice.EQUIVALENT, rationale="Why.")
     _refused_by_the_database(**done, rating="", rationale="Why.")
-    _refused_by_the_database(**done, rating=Rating.REALISTIC, rationale="")
+    _refused_by_the_database(**done, rating=RatingChoice.REALISTIC, rationale="")
     _undecided(adjudication)
 
 
@@ -234,7 +234,7 @@ def test_a_token_already_used_for_another_adjudication_is_refused():
     from tests.factories import make_reading_study, rate
 
     study, _, _ = make_reading_study(pairs=2, adjudicators=1)
-    labels = (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+    labels = (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
     for example in Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:2]:
         first, second = example.assignments.select_related("reader").order_by("slot")
         rate(first, labels[0], "")

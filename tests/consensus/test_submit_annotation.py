@@ -15,7 +15,7 @@ from annotation.models import (
     AuditEvent,
     Example,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReportType,
     StudyMember,
     Task,
@@ -34,7 +34,12 @@ from tests.factories import make_reading_study, rate
 
 pytestmark = pytest.mark.django_db
 
-NEEDS_RATIONALE = [Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY]
+NEEDS_RATIONALE = [
+    RatingChoice.MINOR_ISSUES,
+    RatingChoice.MAJOR_ISSUES,
+    RatingChoice.MINOR_DISCREPANCY,
+    RatingChoice.MAJOR_DISCREPANCY,
+]
 
 
 @pytest.fixture
@@ -49,7 +54,11 @@ def _assignment(study, task: str, *, slot: int = 1) -> Assignment:
 
 
 def _for_rating(study, rating: str) -> Assignment:
-    task = Task.REALISM if rating in (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES) else Task.EQUIVALENCE
+    task = (
+        Task.REALISM
+        if rating in (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
+        else Task.EQUIVALENCE
+    )
     return _assignment(study, task)
 
 
@@ -75,10 +84,10 @@ def _nothing_stored(assignment: Assignment) -> None:
 @pytest.mark.parametrize(
     ("task", "rating"),
     [
-        (Task.EQUIVALENCE, Rating.REALISTIC),
-        (Task.EQUIVALENCE, Rating.MAJOR_ISSUES),
-        (Task.REALISM, Rating.EQUIVALENT),
-        (Task.REALISM, Rating.MINOR_DISCREPANCY),
+        (Task.EQUIVALENCE, RatingChoice.REALISTIC),
+        (Task.EQUIVALENCE, RatingChoice.MAJOR_ISSUES),
+        (Task.REALISM, RatingChoice.EQUIVALENT),
+        (Task.REALISM, RatingChoice.MINOR_DISCREPANCY),
         (Task.REALISM, "excellent"),
         (Task.EQUIVALENCE, ""),
     ],
@@ -102,7 +111,7 @@ def test_a_rationale_is_required_for_every_label_but_realistic_and_equivalent(re
     _nothing_stored(assignment)
 
 
-@pytest.mark.parametrize("rating", [Rating.REALISTIC, Rating.EQUIVALENT])
+@pytest.mark.parametrize("rating", [RatingChoice.REALISTIC, RatingChoice.EQUIVALENT])
 def test_the_rationale_is_optional_for_realistic_and_equivalent(reading, rating):
     assignment = _for_rating(reading, rating)
     result = _submit(assignment, rating, "  ")
@@ -110,7 +119,7 @@ def test_the_rationale_is_optional_for_realistic_and_equivalent(reading, rating)
     assert (result.annotation.rating, result.annotation.rationale) == (rating, "")
 
 
-@pytest.mark.parametrize("rating", [Rating.REALISTIC, *NEEDS_RATIONALE])
+@pytest.mark.parametrize("rating", [RatingChoice.REALISTIC, *NEEDS_RATIONALE])
 def test_the_stored_rationale_is_stripped(reading, rating):
     assignment = _for_rating(reading, rating)
     _submit(assignment, rating, "\n  The impression repeats the findings.  \t\n")
@@ -122,7 +131,7 @@ def test_a_rating_is_stored_with_its_assignment_and_the_assignment_is_done(readi
     assignment = _assignment(reading, Task.EQUIVALENCE)
     Assignment.objects.filter(pk=assignment.pk).update(report_a_type=ReportType.ALTERNATIVE)
 
-    result = _submit(assignment, Rating.MINOR_DISCREPANCY, "Terminology differs.")
+    result = _submit(assignment, RatingChoice.MINOR_DISCREPANCY, "Terminology differs.")
 
     annotation = Annotation.objects.get()
     assert result.created
@@ -143,7 +152,7 @@ def test_an_item_rated_before_it_was_shown_keeps_the_order_drawn_for_the_rating(
     assignment = _assignment(reading, Task.EQUIVALENCE)
     assert assignment.report_a_type == ""
 
-    annotation = _submit(assignment, Rating.EQUIVALENT, "").annotation
+    annotation = _submit(assignment, RatingChoice.EQUIVALENT, "").annotation
 
     assert annotation.report_a_type in (ReportType.ORIGINAL, ReportType.ALTERNATIVE)
     assert Assignment.objects.get(pk=assignment.pk).report_a_type == annotation.report_a_type
@@ -172,28 +181,28 @@ def test_the_time_on_task_is_counted_to_the_millisecond(before_undo_ms, resumed,
 def test_the_same_form_token_twice_stores_one_annotation_and_returns_the_first(reading):
     assignment = _assignment(reading, Task.REALISM)
     token = uuid.uuid4()
-    first = _submit(assignment, Rating.MINOR_ISSUES, "Odd phrasing.", token=token)
+    first = _submit(assignment, RatingChoice.MINOR_ISSUES, "Odd phrasing.", token=token)
 
-    again = _submit(assignment, Rating.MAJOR_ISSUES, "Changed my mind.", token=token)
+    again = _submit(assignment, RatingChoice.MAJOR_ISSUES, "Changed my mind.", token=token)
 
     assert first.created
     assert not again.created
     assert again.annotation.pk == first.annotation.pk
     stored = Annotation.objects.get()
-    assert (stored.rating, stored.rationale) == (Rating.MINOR_ISSUES, "Odd phrasing.")
+    assert (stored.rating, stored.rationale) == (RatingChoice.MINOR_ISSUES, "Odd phrasing.")
     assert AuditEvent.objects.filter(action=AuditAction.SUBMITTED).count() == 1
 
 
 def test_a_second_submission_of_a_rated_assignment_is_refused_and_the_first_kept(reading):
     assignment = _assignment(reading, Task.REALISM)
-    first = _submit(assignment, Rating.REALISTIC, "")
+    first = _submit(assignment, RatingChoice.REALISTIC, "")
     stored_before = Annotation.objects.values().get()
 
     with pytest.raises(AlreadySubmitted) as refused:
-        _submit(assignment, Rating.MAJOR_ISSUES, "Actually incoherent.")
+        _submit(assignment, RatingChoice.MAJOR_ISSUES, "Actually incoherent.")
 
     assert refused.value.annotation == first.annotation
-    assert refused.value.annotation.rating == Rating.REALISTIC
+    assert refused.value.annotation.rating == RatingChoice.REALISTIC
     assert isinstance(refused.value, SubmissionRefused)
     # Ratings are final: no second row, and the first is unchanged.
     assert Annotation.objects.values().get() == stored_before
@@ -211,10 +220,10 @@ def test_a_form_token_used_for_another_assignment_is_refused():
     task1 = Assignment.objects.select_related("reader", "example").get(reader=task2.reader, task=Task.REALISM)
     assert task1.example.pair.source_study_id != task2.example.pair.source_study_id
     token = uuid.uuid4()
-    _submit(task1, Rating.REALISTIC, "", token=token)
+    _submit(task1, RatingChoice.REALISTIC, "", token=token)
 
     with pytest.raises(SubmissionRefused) as refused:
-        _submit(task2, Rating.EQUIVALENT, "", token=token)
+        _submit(task2, RatingChoice.EQUIVALENT, "", token=token)
 
     assert str(refused.value) == "This form was already used for another example. Reload the page."
 
@@ -228,7 +237,7 @@ def test_another_readers_assignment_is_not_found(reading):
     someone_else = _assignment(reading, Task.EQUIVALENCE, slot=2).reader
 
     with pytest.raises(NoSuchWork):
-        _submit(assignment, Rating.EQUIVALENT, "", reader=someone_else)
+        _submit(assignment, RatingChoice.EQUIVALENT, "", reader=someone_else)
 
     _nothing_stored(assignment)
 
@@ -238,18 +247,18 @@ def test_a_withdrawn_assignment_is_not_found(reading, coordinator):
     withdraw_assignment(assignment.public_id, actor=coordinator)
 
     with pytest.raises(NoSuchWork):
-        _submit(assignment, Rating.EQUIVALENT, "")
+        _submit(assignment, RatingChoice.EQUIVALENT, "")
 
     assert not Annotation.objects.exists()
 
 
 def test_a_voided_assignment_is_not_found(reading, coordinator):
     assignment = _assignment(reading, Task.EQUIVALENCE)
-    rate(assignment, Rating.EQUIVALENT, "")
+    rate(assignment, RatingChoice.EQUIVALENT, "")
     void_annotation(assignment.annotation.public_id, actor=coordinator, reason="Wrong case.")
 
     with pytest.raises(NoSuchWork):
-        _submit(assignment, Rating.MAJOR_DISCREPANCY, "Second try.")
+        _submit(assignment, RatingChoice.MAJOR_DISCREPANCY, "Second try.")
 
     assert Annotation.objects.count() == 1
 
@@ -257,7 +266,11 @@ def test_a_voided_assignment_is_not_found(reading, coordinator):
 def test_an_unknown_assignment_is_not_found(reading, reader):
     with pytest.raises(NoSuchWork):
         submit_annotation(
-            reader=reader, assignment_id=uuid.uuid4(), rating=Rating.REALISTIC, rationale="", form_token=uuid.uuid4()
+            reader=reader,
+            assignment_id=uuid.uuid4(),
+            rating=RatingChoice.REALISTIC,
+            rationale="",
+            form_token=uuid.uuid4(),
         )
 
 
@@ -269,7 +282,7 @@ def test_the_duration_is_measured_from_when_the_example_was_first_shown(reading)
     Assignment.objects.filter(pk=assignment.pk).update(first_shown_at=timezone.now() - timedelta(seconds=90))
 
     before = timezone.now()
-    annotation = _submit(assignment, Rating.REALISTIC, "").annotation
+    annotation = _submit(assignment, RatingChoice.REALISTIC, "").annotation
     elapsed_ms = (timezone.now() - before).total_seconds() * 1000
 
     assert 90_000 <= annotation.duration_ms <= 90_000 + elapsed_ms + 1000
@@ -279,18 +292,18 @@ def test_the_duration_is_measured_from_when_the_example_was_first_shown(reading)
 def test_without_a_first_shown_time_the_duration_is_empty(reading):
     assignment = _assignment(reading, Task.REALISM)
     assert assignment.first_shown_at is None
-    _submit(assignment, Rating.REALISTIC, "")
+    _submit(assignment, RatingChoice.REALISTIC, "")
     assert Annotation.objects.get().duration_ms is None
 
 
 def test_a_submission_is_audited(reading):
     assignment = _assignment(reading, Task.REALISM, slot=2)
-    _submit(assignment, Rating.MAJOR_ISSUES, "Incoherent impression.")
+    _submit(assignment, RatingChoice.MAJOR_ISSUES, "Incoherent impression.")
 
     event = AuditEvent.objects.get(action=AuditAction.SUBMITTED)
     assert (event.study, event.example_id) == (reading, assignment.example_id)
     assert event.actor == event.subject == assignment.reader
-    assert event.after == {"assignment": str(assignment.public_id), "slot": 2, "rating": Rating.MAJOR_ISSUES}
+    assert event.after == {"assignment": str(assignment.public_id), "slot": 2, "rating": RatingChoice.MAJOR_ISSUES}
 
 
 # --- the same rules in the database --------------------------------------------------------------
@@ -302,7 +315,7 @@ def _annotation(assignment: Assignment, **fields) -> Annotation:
         "example": assignment.example,
         "reader": assignment.reader,
         "task": assignment.example.task,
-        "rating": Rating.REALISTIC if assignment.example.task == Task.REALISM else Rating.EQUIVALENT,
+        "rating": RatingChoice.REALISTIC if assignment.example.task == Task.REALISM else RatingChoice.EQUIVALENT,
         "rationale": "",
         "form_token": uuid.uuid4(),
     }
@@ -317,7 +330,11 @@ def _refused_by_the_database(create) -> None:
 
 @pytest.mark.parametrize(
     ("task", "rating"),
-    [(Task.REALISM, Rating.EQUIVALENT), (Task.EQUIVALENCE, Rating.MAJOR_ISSUES), (Task.REALISM, "excellent")],
+    [
+        (Task.REALISM, RatingChoice.EQUIVALENT),
+        (Task.EQUIVALENCE, RatingChoice.MAJOR_ISSUES),
+        (Task.REALISM, "excellent"),
+    ],
 )
 def test_the_database_refuses_an_annotation_whose_rating_does_not_fit_its_task(reading, task, rating):
     assignment = _assignment(reading, task)
@@ -393,7 +410,7 @@ def test_the_database_keeps_one_active_adjudication_per_example(reading):
     _refused_by_the_database(
         lambda: Adjudication.objects.create(example=example, adjudicator=adjudicator, task=example.task)
     )
-    done = {"status": AdjudicationStatus.DONE, "rating": Rating.EQUIVALENT, "rationale": "Same findings."}
+    done = {"status": AdjudicationStatus.DONE, "rating": RatingChoice.EQUIVALENT, "rationale": "Same findings."}
     Adjudication.objects.filter(pk=first.pk).update(**done)
     _refused_by_the_database(
         lambda: Adjudication.objects.create(example=example, adjudicator=adjudicator, task=example.task)
@@ -433,13 +450,13 @@ def test_a_concurrent_request_that_stored_the_same_form_first_is_answered_with_i
 
     assignment = _assignment(reading, Task.EQUIVALENCE)
     token = uuid.uuid4()
-    stored = _submit(assignment, Rating.EQUIVALENT, "", token=token).annotation
+    stored = _submit(assignment, RatingChoice.EQUIVALENT, "", token=token).annotation
 
     def lost_the_race(*args):
         raise IntegrityError("duplicate key value violates unique constraint (form_token)")
 
     monkeypatch.setattr(services, "_store_annotation", lost_the_race)
-    again = _submit(assignment, Rating.EQUIVALENT, "", token=token)
+    again = _submit(assignment, RatingChoice.EQUIVALENT, "", token=token)
 
     assert (again.annotation, again.created) == (stored, False)
 
@@ -457,7 +474,7 @@ def test_a_submit_starts_again_when_another_tab_moved_the_unsettled_rating(readi
         return store(*args)
 
     monkeypatch.setattr(services, "_store_annotation", moved_once)
-    result = _submit(assignment, Rating.EQUIVALENT, "")
+    result = _submit(assignment, RatingChoice.EQUIVALENT, "")
 
     assert (result.created, len(calls)) == (True, 2)
 
@@ -469,14 +486,14 @@ def test_the_answer_to_a_lost_race_reads_the_stored_rating_and_its_item_in_one_q
 
     assignment = _assignment(reading, Task.EQUIVALENCE)
     token = uuid.uuid4()
-    _submit(assignment, Rating.EQUIVALENT, "", token=token)
+    _submit(assignment, RatingChoice.EQUIVALENT, "", token=token)
 
     def lost_the_race(*args):
         raise IntegrityError("duplicate key value violates unique constraint (form_token)")
 
     monkeypatch.setattr(services, "_store_annotation", lost_the_race)
     with django_assert_num_queries(QUERIES_TO_ANSWER_A_LOST_RACE):
-        _submit(assignment, Rating.EQUIVALENT, "", token=token)
+        _submit(assignment, RatingChoice.EQUIVALENT, "", token=token)
 
 
 def test_a_submit_whose_unsettled_rating_keeps_moving_is_refused_after_three_tries(reading, monkeypatch):
@@ -491,7 +508,7 @@ def test_a_submit_whose_unsettled_rating_keeps_moving_is_refused_after_three_tri
 
     monkeypatch.setattr(services, "_store_annotation", always_moved)
     with pytest.raises(SubmissionRefused) as refused:
-        _submit(assignment, Rating.EQUIVALENT, "")
+        _submit(assignment, RatingChoice.EQUIVALENT, "")
 
     assert str(refused.value) == (
         "Your rating could not be stored: another of your tabs was saving at once. Submit again."
@@ -516,8 +533,8 @@ def test_a_submit_refused_by_the_one_unsettled_rating_rule_is_tried_three_times(
 
     monkeypatch.setattr(services, "_store_annotation", refused)
     if stored:
-        assert _submit(assignment, Rating.EQUIVALENT, "").created
+        assert _submit(assignment, RatingChoice.EQUIVALENT, "").created
     else:
         with pytest.raises(IntegrityError):
-            _submit(assignment, Rating.EQUIVALENT, "")
+            _submit(assignment, RatingChoice.EQUIVALENT, "")
     assert len(calls) == min(failures + 1, services.SUBMIT_ATTEMPTS)

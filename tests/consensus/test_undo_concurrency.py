@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotation.models import Annotation, Assignment, AssignmentStatus, AuditAction, AuditEvent, Rating, Task
+from annotation.models import Annotation, Assignment, AssignmentStatus, AuditAction, AuditEvent, RatingChoice, Task
 from consensus.services import SubmitResult, UndoRefused, UndoResult, settle_due_ratings, submit_annotation
 from consensus.services import undo_last_rating as undo
 from tests.consensus.test_concurrency import _initial_pairs, racer  # noqa: F401 (the fixture)
@@ -41,9 +41,9 @@ def _closed(call, *, after: float = 0.0):
 
 def _labels(task: str) -> tuple[str, str]:
     return (
-        (Rating.REALISTIC, Rating.MAJOR_ISSUES)
+        (RatingChoice.REALISTIC, RatingChoice.MAJOR_ISSUES)
         if task == Task.REALISM
-        else (Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
+        else (RatingChoice.EQUIVALENT, RatingChoice.MAJOR_DISCREPANCY)
     )
 
 
@@ -120,7 +120,7 @@ def test_two_workers_and_the_readers_next_submit_settle_a_rating_once(racer):  #
         following = _another_open_read(second.reader, rounds)
         calls = [_closed(settle_due_ratings), _closed(settle_due_ratings)]
         if following is not None:
-            rating = Rating.REALISTIC if following.task == Task.REALISM else Rating.EQUIVALENT
+            rating = RatingChoice.REALISTIC if following.task == Task.REALISM else RatingChoice.EQUIVALENT
             calls.append(
                 _closed(
                     lambda a=following, r=rating: submit_annotation(
@@ -145,7 +145,7 @@ def test_undo_from_one_tab_and_the_next_submit_from_another_end_in_one_outcome(r
         following = _another_open_read(second.reader, rounds)
         if following is None:
             continue
-        rating = Rating.REALISTIC if following.task == Task.REALISM else Rating.EQUIVALENT
+        rating = RatingChoice.REALISTIC if following.task == Task.REALISM else RatingChoice.EQUIVALENT
         results = racer.race(
             _closed(lambda r=second.reader: undo(r)),
             _closed(

@@ -19,7 +19,7 @@ from annotation.models import (
     Example,
     ExampleState,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReaderQueue,
     Role,
     Study,
@@ -65,12 +65,12 @@ def _reads(example: Example) -> list[Assignment]:
 
 def _rate(assignment: Assignment, rating: str | None = None, *, token: uuid.UUID | None = None):
     show_assignment(assignment)
-    rating = rating or (Rating.EQUIVALENT if assignment.task == Task.EQUIVALENCE else Rating.REALISTIC)
+    rating = rating or (RatingChoice.EQUIVALENT if assignment.task == Task.EQUIVALENCE else RatingChoice.REALISTIC)
     return submit_annotation(
         reader=assignment.reader,
         assignment_id=assignment.public_id,
         rating=rating,
-        rationale="" if rating in (Rating.EQUIVALENT, Rating.REALISTIC) else "A slip.",
+        rationale="" if rating in (RatingChoice.EQUIVALENT, RatingChoice.REALISTIC) else "A slip.",
         form_token=token or uuid.uuid4(),
         require_shown=True,
     ).annotation
@@ -107,8 +107,8 @@ def test_a_rating_is_stored_at_once_but_routing_waits_for_it_to_settle(study):
 def test_routing_acts_when_the_window_closes(study):
     example = _equivalence(study)
     first, second = _reads(example)
-    _rate(first, Rating.EQUIVALENT)
-    _rate(second, Rating.MAJOR_DISCREPANCY)
+    _rate(first, RatingChoice.EQUIVALENT)
+    _rate(second, RatingChoice.MAJOR_DISCREPANCY)
     # The study's four readers all read a text of this pair (Task 2 shows both): its third read
     # needs a reader who has read neither Task 1 version, enrolled here without routing anything.
     newcomer = make_user(Role.READER)
@@ -150,7 +150,7 @@ def test_a_reader_has_at_most_one_unsettled_rating_in_the_database(study):
             example=other.example,
             reader=other.reader,
             task=other.task,
-            rating=Rating.REALISTIC if other.task == Task.REALISM else Rating.EQUIVALENT,
+            rating=RatingChoice.REALISTIC if other.task == Task.REALISM else RatingChoice.EQUIVALENT,
             form_token=uuid.uuid4(),
             settle_by=rated.settle_by,
             settled_at=None,
@@ -162,18 +162,18 @@ def test_undo_takes_the_rating_back_and_puts_its_item_first_in_the_queue(study):
     first, _ = _reads(example)
     reader = first.reader
     before = ReaderQueue.objects.get(reader=reader, study=study, task=Task.EQUIVALENCE)
-    annotation = _rate(first, Rating.MINOR_DISCREPANCY)
+    annotation = _rate(first, RatingChoice.MINOR_DISCREPANCY)
 
     result = undo_last_rating(reader)
 
-    assert (result.rating, result.rationale) == (Rating.MINOR_DISCREPANCY, "A slip.")
+    assert (result.rating, result.rationale) == (RatingChoice.MINOR_DISCREPANCY, "A slip.")
     assert not Annotation.objects.filter(pk=annotation.pk).exists()
     first.refresh_from_db()
     assert first.status == AssignmentStatus.OPEN
     assert next_assignment(reader, task=Task.EQUIVALENCE, study_id=study.pk).pk == first.pk
     after = ReaderQueue.objects.get(reader=reader, study=study, task=Task.EQUIVALENCE)
     assert (after.open_count, after.rated_count) == (before.open_count, before.rated_count)
-    assert taken_back_rating(first) == {"rating": Rating.MINOR_DISCREPANCY, "rationale": "A slip."}
+    assert taken_back_rating(first) == {"rating": RatingChoice.MINOR_DISCREPANCY, "rationale": "A slip."}
 
 
 def test_an_item_taken_back_goes_before_every_other_open_item_of_its_queue():
@@ -227,7 +227,7 @@ def test_an_untimed_rating_taken_back_carries_no_time_over(study):
     submit_annotation(
         reader=first.reader,
         assignment_id=first.public_id,
-        rating=Rating.EQUIVALENT,
+        rating=RatingChoice.EQUIVALENT,
         rationale="",
         form_token=uuid.uuid4(),
     )
@@ -254,7 +254,7 @@ UNDO_QUERIES = 8
 def test_the_audit_trail_keeps_the_rating_taken_back_and_the_corrected_one(study):
     example = _equivalence(study)
     first, _ = _reads(example)
-    taken_back = _rate(first, Rating.MINOR_DISCREPANCY)
+    taken_back = _rate(first, RatingChoice.MINOR_DISCREPANCY)
     undo_last_rating(first.reader)
     corrected = _rate(Assignment.objects.select_related("reader", "example__study").get(pk=first.pk))
 
@@ -268,13 +268,13 @@ def test_the_audit_trail_keeps_the_rating_taken_back_and_the_corrected_one(study
         "annotation": str(taken_back.public_id),
         "assignment": str(first.public_id),
         "slot": first.slot,
-        "rating": Rating.MINOR_DISCREPANCY,
+        "rating": RatingChoice.MINOR_DISCREPANCY,
         "rationale": "A slip.",
         "submitted_at": taken_back.created_at.isoformat(),
         "duration_ms": taken_back.duration_ms,
         "form_token": str(taken_back.form_token),
     }
-    assert events[-1].after["rating"] == corrected.rating == Rating.EQUIVALENT
+    assert events[-1].after["rating"] == corrected.rating == RatingChoice.EQUIVALENT
 
 
 def test_the_corrected_ratings_time_on_task_includes_the_time_before_the_undo(study):
@@ -283,7 +283,7 @@ def test_the_corrected_ratings_time_on_task_includes_the_time_before_the_undo(st
     show_assignment(first)
     Assignment.objects.filter(pk=first.pk).update(first_shown_at=timezone.now() - timedelta(seconds=30))
     first.refresh_from_db()
-    taken_back = _rate(first, Rating.MINOR_DISCREPANCY)
+    taken_back = _rate(first, RatingChoice.MINOR_DISCREPANCY)
     assert taken_back.duration_ms >= 30_000
 
     undo_last_rating(first.reader)
@@ -336,7 +336,7 @@ def test_a_late_retry_of_the_form_taken_back_does_not_store_it_again(study):
     example = _equivalence(study)
     first, _ = _reads(example)
     token = uuid.uuid4()
-    _rate(first, Rating.MINOR_DISCREPANCY, token=token)
+    _rate(first, RatingChoice.MINOR_DISCREPANCY, token=token)
     undo_last_rating(first.reader)
 
     with pytest.raises(SubmissionRefused) as refused:
@@ -397,7 +397,7 @@ def test_a_window_of_zero_settles_and_routes_at_once():
 def test_the_notice_names_the_item_and_label_and_counts_down(study):
     example = _equivalence(study)
     first, _ = _reads(example)
-    annotation = _rate(first, Rating.MINOR_DISCREPANCY)
+    annotation = _rate(first, RatingChoice.MINOR_DISCREPANCY)
 
     notice = saved_notice(first.reader, now=annotation.created_at + timedelta(seconds=20))
 
@@ -441,7 +441,7 @@ def test_the_release_and_the_counts_ignore_undone_and_unsettled_ratings(study, t
     first, second = _reads(example)
     _rate(first)
     settle_due_ratings(now=_later())
-    _rate(second, Rating.MINOR_DISCREPANCY)
+    _rate(second, RatingChoice.MINOR_DISCREPANCY)
     undo_last_rating(second.reader)
     _rate(Assignment.objects.select_related("reader", "example__study").get(pk=second.pk))  # still unsettled
 
@@ -474,7 +474,7 @@ def test_the_coordinator_sees_a_rating_in_its_window_and_the_rating_taken_back(s
 
     example = _equivalence(study)
     first, second = _reads(example)
-    _rate(first, Rating.MINOR_DISCREPANCY)
+    _rate(first, RatingChoice.MINOR_DISCREPANCY)
     undo_last_rating(first.reader)
     _rate(second)
     client.force_login(coordinator)

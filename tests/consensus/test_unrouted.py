@@ -3,7 +3,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import Example, MemberRole, Rating, Role, Task
+from annotation.models import Example, MemberRole, RatingChoice, Role, Task
 from annotation.services import sample_pairs
 from consensus.assignment import add_study_member, assign_readers
 from consensus.services import void_annotation
@@ -25,8 +25,8 @@ def test_it_lists_examples_waiting_for_an_adjudicator(client, coordinator):
     study, _, _ = make_reading_study(pairs=1, adjudicators=0, keep_versions_apart=False)
     split = _realism(study)[0]
     agreed = Example.objects.get(study=study, task=Task.EQUIVALENCE)
-    rate_open_reads(split, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
-    rate_open_reads(agreed, Rating.EQUIVALENT, Rating.EQUIVALENT)
+    rate_open_reads(split, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
+    rate_open_reads(agreed, RatingChoice.EQUIVALENT, RatingChoice.EQUIVALENT)
     client.force_login(coordinator)
 
     response = client.get(_url(study))
@@ -42,7 +42,7 @@ def test_it_lists_examples_waiting_for_an_adjudicator(client, coordinator):
 def test_it_says_whom_each_example_waits_for(client, coordinator):
     study, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
     example = _realism(study)[0]
-    rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+    rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
     client.force_login(coordinator)
 
     response = client.get(_url(study))
@@ -58,7 +58,7 @@ def test_it_says_whom_each_example_waits_for(client, coordinator):
 def test_it_lists_only_this_studys_examples(client, coordinator):
     study, _, _ = make_reading_study(pairs=1)
     other, _, _ = make_reading_study(pairs=1, readers=2, keep_versions_apart=False)
-    rate_open_reads(_realism(other)[0], Rating.REALISTIC, Rating.MINOR_ISSUES)
+    rate_open_reads(_realism(other)[0], RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
     client.force_login(coordinator)
 
     response = client.get(_url(study))
@@ -73,7 +73,7 @@ def test_its_query_count_does_not_grow_with_the_list(client, coordinator):
     for pairs in (2, 12):
         study, _, _ = make_reading_study(pairs=pairs, readers=2, keep_versions_apart=False)
         for example in _realism(study):
-            rate_open_reads(example, Rating.REALISTIC, Rating.MINOR_ISSUES)
+            rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
         client.get(_url(study))
         with CaptureQueriesContext(connection) as queries:
             response = client.get(_url(study))
@@ -109,7 +109,7 @@ def test_it_says_why_nobody_was_eligible(client, coordinator):
     # Kept apart with the six readers the exam's items need: the alternative's third read has no reader left.
     study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=0, adjudicators=0)
     alternative = Example.objects.get(study=study, task=Task.REALISM, report_type="alternative")
-    rate_open_reads(alternative, Rating.REALISTIC, Rating.MAJOR_ISSUES)
+    rate_open_reads(alternative, RatingChoice.REALISTIC, RatingChoice.MAJOR_ISSUES)
     client.force_login(coordinator)
 
     html = client.get(_url(study)).content.decode()
@@ -145,12 +145,12 @@ def test_an_example_waiting_for_a_refill_stays_listed_when_its_other_reader_rate
     study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=0)
     example = _realism(study)[0]
     first, second = example.assignments.order_by("slot")
-    voided = rate(first, Rating.REALISTIC, "").annotation
+    voided = rate(first, RatingChoice.REALISTIC, "").annotation
     void_annotation(voided.public_id, actor=coordinator, reason="Wrong report.")
     example.refresh_from_db()
     assert example.unrouted
 
-    rate(second, Rating.REALISTIC, "")
+    rate(second, RatingChoice.REALISTIC, "")
 
     example.refresh_from_db()
     assert example.unrouted
@@ -188,7 +188,7 @@ def _task2_alone(**options) -> tuple:
 def _split_task2(**options) -> tuple:
     """A Task 2 example, read by every reader of the study, whose two first reads disagree."""
     study, people, example = _task2_alone(**options)
-    rate_open_reads(example, Rating.EQUIVALENT, Rating.MAJOR_DISCREPANCY)
+    rate_open_reads(example, RatingChoice.EQUIVALENT, RatingChoice.MAJOR_DISCREPANCY)
     example.refresh_from_db()
     return study, people, example
 
@@ -207,7 +207,7 @@ def test_the_exams_other_items_keep_everyone_out(keep_versions_apart, reason):
         pairs=1, readers_beyond_initial=0, adjudicators=0, keep_versions_apart=keep_versions_apart
     )
     alternative = Example.objects.get(study=study, task=Task.REALISM, report_type="alternative")
-    rate_open_reads(alternative, Rating.REALISTIC, Rating.MAJOR_ISSUES)
+    rate_open_reads(alternative, RatingChoice.REALISTIC, RatingChoice.MAJOR_ISSUES)
     alternative.refresh_from_db()
 
     assert (alternative.unrouted, alternative.unrouted_reason) == (True, reason)
@@ -248,7 +248,7 @@ def test_a_waiting_example_retried_for_the_same_reason_is_audited_once(coordinat
     from consensus.assignment import add_study_member
 
     study, _, example = _task2_alone(keep_versions_apart=False)
-    first, _ = rate_open_reads(example, Rating.EQUIVALENT, Rating.EQUIVALENT)
+    first, _ = rate_open_reads(example, RatingChoice.EQUIVALENT, RatingChoice.EQUIVALENT)
     void_annotation(first.public_id, actor=coordinator, reason="Wrong report.")
     example.refresh_from_db()
     assert (example.unrouted, example.unrouted_reason) == (True, ALL_READ)

@@ -14,7 +14,7 @@ from annotation.models import (
     AuditEvent,
     Example,
     ExampleState,
-    Rating,
+    RatingChoice,
     Study,
     Task,
 )
@@ -31,7 +31,7 @@ from tests.invariants import exams_given_twice
 
 pytestmark = pytest.mark.django_db
 
-EQUIVALENT, MINOR, MAJOR = Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY
+EQUIVALENT, MINOR, MAJOR = RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY
 
 
 def _task2(study) -> Example:
@@ -329,8 +329,8 @@ def test_a_third_read_is_withdrawn_when_its_disagreement_is_voided_after_earlier
 def test_voiding_a_task_1_read_never_gives_the_example_back_to_its_reader(coordinator):
     study, _, _ = make_reading_study(pairs=1, readers_beyond_initial=1)
     example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
-    first = rate(_open(example, 1), Rating.REALISTIC, "").annotation
-    rate(_open(example, 2), Rating.REALISTIC, "")
+    first = rate(_open(example, 1), RatingChoice.REALISTIC, "").annotation
+    rate(_open(example, 2), RatingChoice.REALISTIC, "")
 
     _void(first, coordinator)
 

@@ -3,7 +3,7 @@
 import hashlib
 from pathlib import Path
 
-from annotation.models import Example, Rating, Task
+from annotation.models import Example, RatingChoice, Task
 from exports.models import Release, ReleaseStatus
 from exports.services import next_free_version
 from tests.factories import make_reading_study, make_user, rate_open_reads
@@ -34,12 +34,12 @@ def rated_study(slug: str = "s1", *, license_text: str = "CC BY 4.0\n"):
     majority_done = False
     for example in examples:
         if example.task == Task.REALISM and not majority_done:
-            rate_open_reads(example, Rating.MINOR_ISSUES, Rating.REALISTIC, Rating.MINOR_ISSUES)
+            rate_open_reads(example, RatingChoice.MINOR_ISSUES, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
             majority_done = True
         elif example.task == Task.REALISM:
-            rate_open_reads(example, Rating.REALISTIC, Rating.REALISTIC)
+            rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
         else:
-            rate_open_reads(example, Rating.EQUIVALENT, Rating.EQUIVALENT)
+            rate_open_reads(example, RatingChoice.EQUIVALENT, RatingChoice.EQUIVALENT)
     return study
 
 

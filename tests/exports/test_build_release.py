@@ -36,7 +36,7 @@ from annotation.models import (
     CandidatePair,
     Example,
     MemberRole,
-    Rating,
+    RatingChoice,
     ReportType,
     Role,
     Study,
@@ -178,7 +178,7 @@ def rated_study(*datasets: str, slug: str | None = None) -> Study:
         StudyMember.objects.create(study=study, user=make_user(Role.READER), role=MemberRole.READER)
     assign_readers(study, actor=make_user(Role.COORDINATOR))
     for example in Example.objects.filter(study=study):
-        rating = Rating.REALISTIC if example.task == Task.REALISM else Rating.EQUIVALENT
+        rating = RatingChoice.REALISTIC if example.task == Task.REALISM else RatingChoice.EQUIVALENT
         rate_open_reads(example, rating, rating)
     return study
 
@@ -207,9 +207,9 @@ def assert_full_files_match_the_database(folder: Path, study: Study, *, released
         pair = a.example.pair
         keys = (pair.dataset.key, pair.source_study_id, pair.variation.key)
         if a.task == Task.REALISM:
-            expected["task1"][(*keys, a.example.report_type)][(Rating(a.rating).label, a.rationale)] += 1
+            expected["task1"][(*keys, a.example.report_type)][(RatingChoice(a.rating).label, a.rationale)] += 1
         else:
-            expected["task2"][keys][(a.report_a_type, Rating(a.rating).label, a.rationale)] += 1
+            expected["task2"][keys][(a.report_a_type, RatingChoice(a.rating).label, a.rationale)] += 1
 
     found = {"task1": defaultdict(Counter), "task2": defaultdict(Counter)}
     for task in ("task1", "task2"):
@@ -351,7 +351,7 @@ def test_the_consensus_follows_from_the_annotations_and_the_adjudications(replay
         assert set(adjudicated) == {k for k, n in reads.items() if len(set(n)) == 3}
         published = {"task1": (147, 78, 15), "task2": (78, 41, 1)}[task]
         assert (sources["unanimous"], sources["majority"], sources["adjudicated"]) == published
-    planned = Counter((p.label_source, Rating(p.consensus).label) for p in plans.values())
+    planned = Counter((p.label_source, RatingChoice(p.consensus).label) for p in plans.values())
     written = Counter(
         (r["label_source"], r["rating"])
         for task in ("task1", "task2")
@@ -693,9 +693,9 @@ def hostile_study() -> Study:
     )
     for n, example in enumerate(Example.objects.filter(study=study).order_by("pk")):
         labels = (
-            (Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)
+            (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES)
             if example.task == Task.REALISM
-            else (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
+            else (RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY)
         )
         for i, rating in enumerate(labels):
             assignment = example.assignments.open().select_related("reader").order_by("slot").first()
@@ -719,7 +719,7 @@ def test_hostile_text_round_trips_byte_exactly_through_pandas(tmp_path):
             keys = (pair.dataset.key, pair.source_study_id, pair.variation.key)
             if task == Task.REALISM:
                 keys = (*keys, adjudication.example.report_type)
-            decided[keys] = (Rating(adjudication.rating).label, adjudication.rationale)
+            decided[keys] = (RatingChoice(adjudication.rating).label, adjudication.rationale)
         written = {
             key_of(r, prefix): (r["rating"], r["rationale"])
             for r in records(release, f"{prefix}/{prefix}_disagreed.csv")
@@ -759,13 +759,17 @@ def test_examples_without_consensus_are_left_out_by_default_and_counted_in_the_r
     )
     equivalence = list(Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pair__source_study_id"))
     alternative_1, original_1, _alternative_2, original_2 = realism
-    rate_open_reads(original_1, Rating.REALISTIC, Rating.REALISTIC)  # consensus
-    rate_open_reads(alternative_1, Rating.MINOR_ISSUES)  # one read of two
-    rate_open_reads(original_2, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES)  # awaiting adjudication
+    rate_open_reads(original_1, RatingChoice.REALISTIC, RatingChoice.REALISTIC)  # consensus
+    rate_open_reads(alternative_1, RatingChoice.MINOR_ISSUES)  # one read of two
+    rate_open_reads(
+        original_2, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES, RatingChoice.MAJOR_ISSUES
+    )  # awaiting adjudication
     # alternative_2: not read at all
-    rate_open_reads(equivalence[0], Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY)  # awaiting a third read
-    rate_open_reads(equivalence[1], Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY, Rating.MAJOR_DISCREPANCY)
-    decide(equivalence[1], Rating.MAJOR_DISCREPANCY, "Could change management.")
+    rate_open_reads(equivalence[0], RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY)  # awaiting a third read
+    rate_open_reads(
+        equivalence[1], RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY, RatingChoice.MAJOR_DISCREPANCY
+    )
+    decide(equivalence[1], RatingChoice.MAJOR_DISCREPANCY, "Could change management.")
 
     default = build(study, tmp_path / "default")
     assert {name: len(records(default, name)) for name in HEADERS} == {

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation.models import Annotation, Example, Rating, Role, Study, Task
+from annotation.models import Annotation, Example, RatingChoice, Role, Study, Task
 from consensus.services import void_annotation
 from exports import services
 from exports.services import build_release
@@ -22,7 +22,7 @@ def rated_study() -> Study:
     """
     study, _, _ = make_reading_study(pairs=2)
     for example in Example.objects.filter(study=study).order_by("pk"):
-        rating = Rating.REALISTIC if example.task == Task.REALISM else Rating.EQUIVALENT
+        rating = RatingChoice.REALISTIC if example.task == Task.REALISM else RatingChoice.EQUIVALENT
         rate_open_reads(example, rating, rating)
     return study
 
@@ -35,7 +35,7 @@ def test_the_progress_steps_file_by_file_and_counts_no_voided_or_unsettled_ratin
     voided = example.annotations.order_by("pk").first()
     void_annotation(voided.public_id, actor=make_user(Role.COORDINATOR), reason="Wrong example.")
     Study.objects.filter(pk=study.pk).update(undo_window_seconds=300)
-    rate_open_reads(Example.objects.get(pk=example.pk), Rating.REALISTIC)
+    rate_open_reads(Example.objects.get(pk=example.pk), RatingChoice.REALISTIC)
     in_study = Annotation.objects.filter(example__study=study)
     assert (in_study.filter(voided_at__isnull=False).count(), in_study.filter(settled_at__isnull=True).count()) == (
         1,

@@ -15,7 +15,7 @@ from annotation.models import (
     GuideVersion,
     PracticeAttempt,
     PracticeItem,
-    Rating,
+    RatingChoice,
     Study,
     Task,
 )
@@ -54,10 +54,10 @@ def study_with_guide_and_practice():
     study.save(update_fields=["practice_items_required"])
     for reader in readers[:3]:
         attempt = show_practice(next_practice(reader, study, Task.REALISM))
-        submit_practice(reader=reader, attempt_id=attempt.public_id, rating=Rating.MAJOR_ISSUES, rationale="Odd.",
+        submit_practice(reader=reader, attempt_id=attempt.public_id, rating=RatingChoice.MAJOR_ISSUES, rationale="Odd.",
                         form_token=uuid.uuid4())  # fmt: skip
     for example in study.examples.order_by("pk"):
-        agree = Rating.REALISTIC if example.task == Task.REALISM else Rating.EQUIVALENT
+        agree = RatingChoice.REALISTIC if example.task == Task.REALISM else RatingChoice.EQUIVALENT
         rate_open_reads(example, agree, agree)
     assert Annotation.objects.filter(guide_version__number=2).count() == Annotation.objects.count() > 0
     return study

@@ -133,12 +133,14 @@ def test_the_index_lists_every_study_with_its_state_and_last_release(client, dat
 
 
 def test_the_index_says_how_far_the_reading_is(client, data_manager):
-    from annotation.models import Rating, Task
+    from annotation.models import RatingChoice, Task
     from tests.factories import make_reading_study, rate_open_reads
 
     rated_study()  # every example has its consensus
     reading, _, _ = make_reading_study(pairs=1, readers=4)
-    rate_open_reads(Example.objects.get(study=reading, task=Task.EQUIVALENCE), Rating.EQUIVALENT, Rating.EQUIVALENT)
+    rate_open_reads(
+        Example.objects.get(study=reading, task=Task.EQUIVALENCE), RatingChoice.EQUIVALENT, RatingChoice.EQUIVALENT
+    )
     client.force_login(data_manager)
 
     html = client.get(reverse("release_index")).content.decode()

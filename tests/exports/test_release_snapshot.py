@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 from django.db import connection, connections
 
-from annotation.models import Annotation, Example, Rating, Role, Task
+from annotation.models import Annotation, Example, RatingChoice, Role, Task
 from consensus.models import ConsensusLabel
 from consensus.services import void_annotation
 from exports import rows
@@ -40,11 +40,11 @@ def _study_with_one_read_to_go():
     waiting = next(e for e in examples if e.task == Task.REALISM)
     for example in examples:
         if example == waiting:
-            rate_open_reads(example, Rating.REALISTIC)
+            rate_open_reads(example, RatingChoice.REALISTIC)
         elif example.task == Task.REALISM:
-            rate_open_reads(example, Rating.REALISTIC, Rating.REALISTIC)
+            rate_open_reads(example, RatingChoice.REALISTIC, RatingChoice.REALISTIC)
         else:
-            rate_open_reads(example, Rating.EQUIVALENT, Rating.EQUIVALENT)
+            rate_open_reads(example, RatingChoice.EQUIVALENT, RatingChoice.EQUIVALENT)
     return study, waiting
 
 
@@ -80,7 +80,7 @@ def test_ratings_submitted_and_voided_during_a_build_do_not_reach_it(monkeypatch
 
     def change_the_ratings():
         # The second read of the waiting example (a consensus appears) and a void (one goes away).
-        rate_open_reads(Example.objects.get(pk=waiting.pk), Rating.REALISTIC)
+        rate_open_reads(Example.objects.get(pk=waiting.pk), RatingChoice.REALISTIC)
         void_annotation(voided.public_id, actor=coordinator, reason="Wrong example.")
 
     disagreed_query = rows.disagreed_query

@@ -2,7 +2,7 @@
 
 import pytest
 
-from annotation.models import Assignment, Example, GuideAcknowledgement, PracticeAttempt, Rating
+from annotation.models import Assignment, Example, GuideAcknowledgement, PracticeAttempt, RatingChoice
 from judges.client import InProcessTransport
 from judges.models import JudgeRead
 from tests.factories import make_reading_study
@@ -111,5 +111,5 @@ def test_the_client_rates_over_http(live_server):
     report = run(HttpTransport(live_server.url, token.key), lambda item: (item["labels"][0]["value"], ""))
 
     assert report.rated == {"realism": 2, "equivalence": 1}
-    assert set(JudgeRead.objects.values_list("rating", flat=True)) == {Rating.REALISTIC, Rating.EQUIVALENT}
+    assert set(JudgeRead.objects.values_list("rating", flat=True)) == {RatingChoice.REALISTIC, RatingChoice.EQUIVALENT}
     assert HttpTransport(live_server.url, "not-a-token").get("/api/reading/next/?task=realism")[0] == 401

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from annotation.models import AuditAction, AuditEvent, Rating, Task
+from annotation.models import AuditAction, AuditEvent, RatingChoice, Task
 from judges.models import JudgeRead
 from judges.services import JudgeAlreadyRated, show_judge_read, submit_judge_rating
 from tests.consensus.test_concurrency import Racer
@@ -26,7 +26,12 @@ def test_concurrent_ratings_of_one_read_store_one():
             show_judge_read(read)
             same = uuid.uuid4()
             tokens = [same, same, uuid.uuid4(), uuid.uuid4()]
-            ratings = [Rating.REALISTIC, Rating.REALISTIC, Rating.MINOR_ISSUES, Rating.MAJOR_ISSUES]
+            ratings = [
+                RatingChoice.REALISTIC,
+                RatingChoice.REALISTIC,
+                RatingChoice.MINOR_ISSUES,
+                RatingChoice.MAJOR_ISSUES,
+            ]
 
             def submit(token, rating, read_id=read.public_id):
                 return lambda: submit_judge_rating(

@@ -15,7 +15,7 @@ from annotation.models import (
     AuditEvent,
     GuideAcknowledgement,
     PracticeAttempt,
-    Rating,
+    RatingChoice,
     Role,
     Task,
 )
@@ -73,11 +73,11 @@ def test_a_judge_set_to_practise_is_refused_until_it_confirms_the_guide_and_prac
     practice_first = client.get("/api/reading/next/?task=realism")
     assert practice_first.status_code == 409 and practice_first.json()["required"] == "practice"
 
-    assert practise(client, study, "realism", Rating.MAJOR_ISSUES, "Practice reason.") == 2
+    assert practise(client, study, "realism", RatingChoice.MAJOR_ISSUES, "Practice reason.") == 2
     assert client.get("/api/reading/next/?task=realism").status_code == 200
     # Practice counts per judge and task: Task 2 still asks for its own.
     assert client.get("/api/reading/next/?task=equivalence").json()["required"] == "practice"
-    assert practise(client, study, "equivalence", Rating.EQUIVALENT) == 2
+    assert practise(client, study, "equivalence", RatingChoice.EQUIVALENT) == 2
     assert run_judge(judge) == JudgeRead.objects.filter(judge=judge).count() == 6
     assert PracticeAttempt.objects.filter(reader=judge, rated_at__isnull=False).count() == 4
     assert GuideAcknowledgement.objects.filter(reader=judge, study=study).count() == 1
@@ -176,8 +176,8 @@ def test_a_judges_practice_ratings_never_reach_the_results_or_the_release(tmp_pa
     client = api_client(judge)
     client.post("/api/reading/guide/", {"study": study.slug, "version": 1}, content_type=JSON)
     # Practice answers no real read gets: were they counted, the files and tables would show them.
-    assert practise(client, study, "realism", Rating.MAJOR_ISSUES, "Practice only.") == 2
-    assert practise(client, study, "equivalence", Rating.MAJOR_DISCREPANCY, "Practice only.") == 2
+    assert practise(client, study, "realism", RatingChoice.MAJOR_ISSUES, "Practice only.") == 2
+    assert practise(client, study, "equivalence", RatingChoice.MAJOR_DISCREPANCY, "Practice only.") == 2
     run_judge(judge, choose=lambda item: item["labels"][1]["value"])
 
     build_release(study, tmp_path / "with-practice", license_text="CC0\n", include_judges=True)

@@ -10,7 +10,7 @@ from annotation.models import (
     AuditAction,
     AuditEvent,
     Example,
-    Rating,
+    RatingChoice,
     ReaderQueue,
     Role,
     Study,
@@ -66,7 +66,7 @@ def test_a_superuser_is_never_a_judge():
 def test_a_judge_reads_every_example_through_the_api_and_routing_never_sees_it():
     study, _, _ = make_reading_study(pairs=3)
     example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).order_by("pk").first()
-    rate_open_reads(example, Rating.EQUIVALENT)  # one read in: the example waits for its second
+    rate_open_reads(example, RatingChoice.EQUIVALENT)  # one read in: the example waits for its second
     before = snapshot(study)
     judge = make_judge()
 
@@ -80,7 +80,7 @@ def test_a_judge_reads_every_example_through_the_api_and_routing_never_sees_it()
     event = AuditEvent.objects.filter(study=study, action=AuditAction.SUBMITTED, subject=judge).first()
     assert event.after["reader"] == "automated judge"
     # The radiologists' second read still completes the example as before.
-    rate_open_reads(example, Rating.EQUIVALENT)
+    rate_open_reads(example, RatingChoice.EQUIVALENT)
     assert ConsensusLabel.objects.get(example=example).n_annotations == 2
 
 
@@ -90,7 +90,7 @@ def test_a_judge_rating_is_stored_once_and_final():
     enrol(study, judge, tasks=[Task.EQUIVALENCE])
     client = api_client(judge)
     item = client.get("/api/reading/next/?task=equivalence").json()
-    body = {"rating": Rating.MINOR_DISCREPANCY, "rationale": "Wording.", "form_token": item["form_token"]}
+    body = {"rating": RatingChoice.MINOR_DISCREPANCY, "rationale": "Wording.", "form_token": item["form_token"]}
     url = f"/api/reading/{item['id']}/rating/"
 
     first = client.post(url, body, content_type="application/json")
@@ -105,7 +105,7 @@ def test_a_judge_rating_is_stored_once_and_final():
     undo = client.post("/api/reading/undo/")
     assert undo.status_code == 409 and "cannot be taken back" in undo.json()["detail"]
     read = JudgeRead.objects.get(judge=judge)
-    assert (read.rating, read.rationale, read.report_a_type != "") == (Rating.MINOR_DISCREPANCY, "Wording.", True)
+    assert (read.rating, read.rationale, read.report_a_type != "") == (RatingChoice.MINOR_DISCREPANCY, "Wording.", True)
     assert client.get("/api/reading/next/?task=equivalence").status_code == 204
     progress = client.get("/api/reading/progress/").json()
     assert progress == [

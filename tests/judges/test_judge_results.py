@@ -17,7 +17,7 @@ from analysis.live import study_frames
 from analysis.release_folder import read_release
 from analysis.results import analyze
 from analysis.services import Scope
-from annotation.models import Example, Rating, Role, Task
+from annotation.models import Example, RatingChoice, Role, Task
 from exports.services import build_release
 from tests.factories import make_reading_study, make_user, rate_open_reads
 from tests.judges.helpers import enrol, make_judge, run_judge
@@ -107,8 +107,8 @@ def judged_study(db):
     # Enough readers for every third read (the default): every third example takes one.
     study, _, _ = make_reading_study(pairs=4)
     labels = {
-        Task.REALISM: (Rating.REALISTIC, Rating.MINOR_ISSUES),
-        Task.EQUIVALENCE: (Rating.EQUIVALENT, Rating.MINOR_DISCREPANCY),
+        Task.REALISM: (RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES),
+        Task.EQUIVALENCE: (RatingChoice.EQUIVALENT, RatingChoice.MINOR_DISCREPANCY),
     }
     for n, example in enumerate(Example.objects.filter(study=study).order_by("pk")):
         first, second = labels[example.task]

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management import call_command
 from frictionless import Package
 
-from annotation.models import Example, Rating, Task
+from annotation.models import Example, RatingChoice, Task
 from exports.services import build_release
 from judges.models import JudgeRead
 from tests.factories import make_reading_study, rate_open_reads
@@ -40,10 +40,10 @@ def rated_study():
     study, _, _ = make_reading_study(pairs=2)
     examples = list(Example.objects.filter(study=study).order_by("pk"))
     for example in examples[:-1]:
-        first = Rating.REALISTIC if example.task == Task.REALISM else Rating.EQUIVALENT
-        second = Rating.MINOR_ISSUES if example.task == Task.REALISM else Rating.MINOR_DISCREPANCY
+        first = RatingChoice.REALISTIC if example.task == Task.REALISM else RatingChoice.EQUIVALENT
+        second = RatingChoice.MINOR_ISSUES if example.task == Task.REALISM else RatingChoice.MINOR_DISCREPANCY
         rate_open_reads(example, first, second, second)
-    rate_open_reads(examples[-1], Rating.EQUIVALENT)
+    rate_open_reads(examples[-1], RatingChoice.EQUIVALENT)
     return study
 
 
