@@ -51,7 +51,7 @@ from annotation.practice import (
     show_practice,
     submit_practice,
 )
-from annotation.reading import queue_position, reading_item, undo_seconds_left
+from annotation.reading import api_payload, queue_position, reading_item, undo_seconds_left
 from annotation.services import ImportReport, SamplingRefused, import_pairs, import_rewrites, sample_pairs
 from consensus import reserve
 from consensus.conflicts import hidden_pair_ids, mark_hidden
@@ -281,22 +281,16 @@ def _practice_status(study: Study) -> dict:
 
 
 def _reading_payload(assignment: Assignment) -> dict:
-    item = reading_item(assignment.example, report_a_type=assignment.report_a_type)
-    position = queue_position(assignment)
     stored = getattr(assignment, "annotation", None) if assignment.status != AssignmentStatus.OPEN else None
-    return {
-        "id": assignment.public_id,
-        "task": item.task,
-        "question": item.question,
-        "position": position,
-        "context": {name.lower(): text for name, text in item.context},
-        "reports": item.reports,
-        "labels": item.labels,
-        "status": assignment.status,
-        "form_token": uuid.uuid4() if assignment.status == AssignmentStatus.OPEN else None,
-        "rating": stored.rating if stored else None,
-        "rationale": stored.rationale if stored else None,
-    }
+    return api_payload(
+        reading_item(assignment.example, report_a_type=assignment.report_a_type),
+        assignment.public_id,
+        rating=stored.rating if stored else None,
+        rationale=stored.rationale if stored else None,
+        position=queue_position(assignment),
+        status=assignment.status,
+        form_token=uuid.uuid4() if assignment.status == AssignmentStatus.OPEN else None,
+    )
 
 
 def _own_assignment(request: Request, assignment_id: uuid.UUID | str) -> Assignment:
@@ -330,18 +324,13 @@ def _reader_study(request: Request) -> Study:
 
 
 def _practice_payload(attempt: PracticeAttempt) -> dict:
-    item = practice_reading_item(attempt)
-    return {
-        "id": attempt.public_id,
-        "practice": True,
-        "task": item.task,
-        "question": item.question,
-        "remaining": practice_required(attempt.reader, attempt.study, attempt.task),
-        "context": {name.lower(): text for name, text in item.context},
-        "reports": item.reports,
-        "labels": item.labels,
-        "form_token": uuid.uuid4(),
-    }
+    return api_payload(
+        practice_reading_item(attempt),
+        attempt.public_id,
+        practice=True,
+        remaining=practice_required(attempt.reader, attempt.study, attempt.task),
+        form_token=uuid.uuid4(),
+    )
 
 
 def _rating_refused(detail: str, field: str | None) -> Response:

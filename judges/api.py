@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from annotation.models import Study
 from annotation.permissions import IsCoordinator
-from annotation.reading import reading_item
+from annotation.reading import api_payload, reading_item
 from annotation.serializers import DetailSerializer, QueueSerializer, ReadingItemSerializer
 from judges import serializers
 from judges.models import JudgeRead
@@ -43,20 +43,15 @@ from judges.views import enrolment_rows
 
 
 def _payload(read: JudgeRead) -> dict:
-    item = reading_item(read.example, report_a_type=read.report_a_type)
-    return {
-        "id": read.public_id,
-        "task": item.task,
-        "question": item.question,
-        "position": judge_position(read),
-        "context": {name.lower(): text for name, text in item.context},
-        "reports": item.reports,
-        "labels": item.labels,
-        "status": "done" if read.is_rated else "open",
-        "form_token": None if read.is_rated else uuid.uuid4(),
-        "rating": read.rating or None,
-        "rationale": read.rationale if read.is_rated else None,
-    }
+    return api_payload(
+        reading_item(read.example, report_a_type=read.report_a_type),
+        read.public_id,
+        rating=read.rating or None,
+        rationale=read.rationale if read.is_rated else None,
+        position=judge_position(read),
+        status="done" if read.is_rated else "open",
+        form_token=None if read.is_rated else uuid.uuid4(),
+    )
 
 
 def _step_refusal(request: Request, read: JudgeRead) -> Response | None:
