@@ -66,7 +66,7 @@ from consensus.services import (
     undo_last_rating,
 )
 from judges import api as judge_api
-from judges.services import is_judge, practising_studies
+from judges.services import is_judge
 
 
 class DatasetViewSet(viewsets.ReadOnlyModelViewSet):
@@ -305,19 +305,11 @@ def _step_refusal(step: PendingStep, study: Study, task: str) -> Response:
     return Response(step.refusal(study, task), status=status.HTTP_409_CONFLICT)
 
 
-def _studies_with_steps(request: Request) -> QuerySet[Study]:
-    """The studies whose guide and practice the user goes through: a reader's, or those a judge is
-    enrolled in to practise (a judge that skips them has none)."""
-    if is_judge(request.user):
-        return practising_studies(request.user)
-    return Study.objects.of_reader(request.user)
-
-
-def _reader_study(request: Request) -> Study:
+def _reader_study(request: Request, reads: "RadiologistReads | judge_api.JudgeReads") -> Study:
     slug = request.query_params.get("study")
     if not slug:
         raise ValidationError({"study": "Give the study's slug: study=<slug>."})
-    study = _studies_with_steps(request).filter(slug=str(slug)).first()
+    study = reads.studies_with_steps().filter(slug=str(slug)).first()
     if study is None:
         raise NotFound("No such study of yours.")
     return study
@@ -337,6 +329,91 @@ def _rating_refused(detail: str, field: str | None) -> Response:
     return Response({"detail": detail, "field": field}, status=status.HTTP_400_BAD_REQUEST)
 
 
+def _task_parameter(request: Request) -> str:
+    task = request.query_params.get("task")
+    if task not in Task.values:
+        raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
+    return task
+
+
+class RadiologistReads:
+    """A radiologist's side of the reader API: their queues, routed by consensus. An automated judge's
+    is judges.api.JudgeReads, with the same methods; ReadingViewSet chooses one per request."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.user = request.user
+
+    def studies_with_steps(self) -> QuerySet[Study]:
+        """The studies whose guide and practice the reader goes through."""
+        return Study.objects.of_reader(self.user)
+
+    def next_item(self, task: str, study_slug: str | None) -> Response:
+        assignment = reserve.next_assignment(self.user, task=task, study_slug=study_slug)
+        if assignment is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        if step := pending_step(self.user, assignment.example.study, task):
+            return _step_refusal(step, assignment.example.study, task)
+        show_assignment(assignment)
+        return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
+
+    def retrieve_item(self, assignment_id: str) -> Response:
+        assignment = _own_assignment(self.request, assignment_id)
+        if assignment.status == AssignmentStatus.OPEN:
+            if step := pending_step(self.user, assignment.example.study, assignment.task):
+                return _step_refusal(step, assignment.example.study, assignment.task)
+            show_assignment(assignment)
+        return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
+
+    def rate_item(self, assignment_id: str, validated: dict) -> Response:
+        try:
+            result = submit_annotation(
+                reader=self.user,
+                assignment_id=assignment_id,
+                rating=validated["rating"],
+                rationale=validated["rationale"],
+                form_token=validated["form_token"],
+                # Never shown, never read: and a Task 2 rating would have no Report A to record.
+                require_shown=True,
+            )
+        except NotShownYet:
+            return _rating_refused(f"Fetch the item first: GET /api/reading/{assignment_id}/.", None)
+        except AlreadySubmitted as already:
+            stored = already.annotation
+            body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        except SubmissionRefused as refused:
+            return _rating_refused(str(refused), refused.field)
+        except NoSuchWork:
+            raise NotFound from None
+        example = result.annotation.example
+        following = reserve.next_assignment(self.user, task=example.task, study_id=example.study_id)
+        body = {
+            "rating": result.annotation.rating,
+            "rationale": result.annotation.rationale,
+            "created": result.created,
+            "next": following.public_id if following else None,
+            "undo_seconds": undo_seconds_left(result.annotation),
+        }
+        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+
+    def undo(self) -> Response:
+        try:
+            result = undo_last_rating(self.user)
+        except UndoRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+        body = {
+            "id": result.assignment.public_id,
+            "rating": result.rating,
+            "rationale": result.rationale,
+            "detail": "Your rating was taken back. Rate the item again (GET /api/reading/<id>/), or later.",
+        }
+        return Response(serializers.UndoResultSerializer(body).data)
+
+    def progress(self) -> Response:
+        return Response(serializers.QueueSerializer(reserve.reader_queues(self.user), many=True).data)
+
+
 ASSIGNMENT_ID = OpenApiParameter(
     "assignment_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The assignment's id."
 )
@@ -346,8 +423,9 @@ class ReadingViewSet(viewsets.ViewSet):
     """The reader's side: fetch the next blinded assignment, rate it, see your progress.
 
     An automated judge uses exactly these endpoints and gets the same payloads, under the same
-    blinding, from its own queue: each action hands a judge's request to judges.api, and a
-    judge's rating is stored and audited but never routed.
+    blinding, from its own queue: initial() chooses, once per request, whose queues answer (a
+    radiologist's, RadiologistReads, or a judge's, judges.api.JudgeReads); a judge's rating is stored
+    and audited but never routed.
     """
 
     permission_classes = [IsReaderOrJudge]
@@ -355,6 +433,10 @@ class ReadingViewSet(viewsets.ViewSet):
     # resolves, anything else is a plain 404 rather than a server error in the lookup.
     lookup_field = "assignment_id"
     lookup_value_regex = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)  # authenticated and permitted: a reader or a judge
+        self.reads = judge_api.JudgeReads(request) if is_judge(request.user) else RadiologistReads(request)
 
     @extend_schema(
         parameters=[
@@ -366,30 +448,12 @@ class ReadingViewSet(viewsets.ViewSet):
     @action(detail=False, methods=["get"])
     def next(self, request: Request) -> Response:
         """The next open assignment of a queue (204 when the queue is done). Starts its time on task."""
-        task = request.query_params.get("task")
-        if task not in Task.values:
-            raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
-        if is_judge(request.user):
-            return judge_api.next_item(request, task, request.query_params.get("study"))
-        assignment = reserve.next_assignment(request.user, task=task, study_slug=request.query_params.get("study"))
-        if assignment is None:
-            return Response(status=status.HTTP_204_NO_CONTENT)
-        if step := pending_step(request.user, assignment.example.study, task):
-            return _step_refusal(step, assignment.example.study, task)
-        show_assignment(assignment)
-        return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
+        return self.reads.next_item(_task_parameter(request), request.query_params.get("study"))
 
     @extend_schema(parameters=[ASSIGNMENT_ID], responses={200: serializers.ReadingItemSerializer})
     def retrieve(self, request: Request, assignment_id: str | None = None) -> Response:
         """One of your assignments (another reader's is 404)."""
-        if is_judge(request.user):
-            return judge_api.retrieve_item(request, assignment_id)
-        assignment = _own_assignment(request, assignment_id)
-        if assignment.status == AssignmentStatus.OPEN:
-            if step := pending_step(request.user, assignment.example.study, assignment.task):
-                return _step_refusal(step, assignment.example.study, assignment.task)
-            show_assignment(assignment)
-        return Response(serializers.ReadingItemSerializer(_reading_payload(assignment)).data)
+        return self.reads.retrieve_item(assignment_id)
 
     @extend_schema(
         parameters=[ASSIGNMENT_ID],
@@ -409,39 +473,7 @@ class ReadingViewSet(viewsets.ViewSet):
         if not form.is_valid():
             field, problems = next(iter(form.errors.items()))
             return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
-        if is_judge(request.user):
-            # An automated judge: stored and audited, never routed (judges.services).
-            return judge_api.rate_item(request, assignment_id, form.validated_data)
-        try:
-            result = submit_annotation(
-                reader=request.user,
-                assignment_id=assignment_id,
-                rating=form.validated_data["rating"],
-                rationale=form.validated_data["rationale"],
-                form_token=form.validated_data["form_token"],
-                # Never shown, never read: and a Task 2 rating would have no Report A to record.
-                require_shown=True,
-            )
-        except NotShownYet:
-            return _rating_refused(f"Fetch the item first: GET /api/reading/{assignment_id}/.", None)
-        except AlreadySubmitted as already:
-            stored = already.annotation
-            body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
-            return Response(body, status=status.HTTP_409_CONFLICT)
-        except SubmissionRefused as refused:
-            return _rating_refused(str(refused), refused.field)
-        except NoSuchWork:
-            raise NotFound from None
-        example = result.annotation.example
-        following = reserve.next_assignment(request.user, task=example.task, study_id=example.study_id)
-        body = {
-            "rating": result.annotation.rating,
-            "rationale": result.annotation.rationale,
-            "created": result.created,
-            "next": following.public_id if following else None,
-            "undo_seconds": undo_seconds_left(result.annotation),
-        }
-        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+        return self.reads.rate_item(assignment_id, form.validated_data)
 
     @extend_schema(
         request=None,
@@ -454,28 +486,13 @@ class ReadingViewSet(viewsets.ViewSet):
         had sent. Once the rating has settled: 409 with the reason (a coordinator can void it)."""
         # It takes no body, but a malformed or too deeply nested one is refused as everywhere else.
         request.data  # noqa: B018 (parsing is the point)
-        if is_judge(request.user):
-            detail = "An automated judge's ratings are final: they cannot be taken back."
-            return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
-        try:
-            result = undo_last_rating(request.user)
-        except UndoRefused as refused:
-            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
-        body = {
-            "id": result.assignment.public_id,
-            "rating": result.rating,
-            "rationale": result.rationale,
-            "detail": "Your rating was taken back. Rate the item again (GET /api/reading/<id>/), or later.",
-        }
-        return Response(serializers.UndoResultSerializer(body).data)
+        return self.reads.undo()
 
     @extend_schema(responses={200: serializers.QueueSerializer(many=True)})
     @action(detail=False, methods=["get"])
     def progress(self, request: Request) -> Response:
         """Your queues: done / assigned per study and task. Nothing about other readers."""
-        if is_judge(request.user):
-            return judge_api.progress(request)
-        return Response(serializers.QueueSerializer(reserve.reader_queues(request.user), many=True).data)
+        return self.reads.progress()
 
     @extend_schema(
         parameters=[OpenApiParameter("study", str, required=True, description="Study slug.")],
@@ -490,7 +507,7 @@ class ReadingViewSet(viewsets.ViewSet):
         if request.method == "POST":
             form = serializers.ConfirmGuideRequestSerializer(data=request.data)
             form.is_valid(raise_exception=True)
-            study = _studies_with_steps(request).filter(slug=form.validated_data["study"]).first()
+            study = self.reads.studies_with_steps().filter(slug=form.validated_data["study"]).first()
             if study is None or not study.guide_number:
                 raise NotFound("No guide of a study of yours.")
             try:
@@ -501,7 +518,7 @@ class ReadingViewSet(viewsets.ViewSet):
                     "created": created}  # fmt: skip
             code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
             return Response(serializers.ConfirmGuideResultSerializer(body).data, status=code)
-        study = _reader_study(request)
+        study = _reader_study(request, self.reads)
         state = guide_status(request.user, study)
         if state.current is None:
             raise NotFound("This study has no guide.")
@@ -529,10 +546,8 @@ class ReadingViewSet(viewsets.ViewSet):
     @action(detail=False, methods=["get"], url_path="practice")
     def practice(self, request: Request) -> Response:
         """Your next practice item of a study and task, shown exactly as a real item (204 when none is due)."""
-        task = request.query_params.get("task")
-        if task not in Task.values:
-            raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
-        study = _reader_study(request)
+        task = _task_parameter(request)
+        study = _reader_study(request, self.reads)
         step = pending_step(request.user, study, task)
         if step is not None and step.kind == "guide":
             return _step_refusal(step, study, task)

@@ -8,6 +8,7 @@ practise meets the study's guide and practice round first, exactly as a reader d
 
 import uuid
 
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -34,6 +35,7 @@ from judges.services import (
     judge_queues,
     next_judge_read,
     own_judge_read,
+    practising_studies,
     show_judge_read,
     submit_judge_rating,
 )
@@ -61,59 +63,74 @@ def _step_refusal(request: Request, read: JudgeRead) -> Response | None:
     return None
 
 
-def next_item(request: Request, task: str, study_slug: str | None) -> Response:
-    read = next_judge_read(request.user, task=task, study_slug=study_slug)
-    if read is None:
-        return Response(status=status.HTTP_204_NO_CONTENT)
-    if refusal := _step_refusal(request, read):
-        return refusal
-    show_judge_read(read)
-    return Response(ReadingItemSerializer(_payload(read)).data)
+class JudgeReads:
+    """An automated judge's side of the reader API (annotation.api.ReadingViewSet chooses it for a
+    judge's request): its own queue of judge reads, the same blinded payloads, ratings stored and
+    audited but never routed, and never taken back."""
 
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.user = request.user
 
-def retrieve_item(request: Request, read_id: str) -> Response:
-    try:
-        read = own_judge_read(request.user, read_id)
-    except JudgeReadNotFound:
-        raise NotFound from None
-    if not read.is_rated:
-        if refusal := _step_refusal(request, read):
+    def studies_with_steps(self) -> QuerySet[Study]:
+        """The studies whose guide and practice the judge goes through: those it is enrolled in to
+        practise (a judge that skips them has none)."""
+        return practising_studies(self.user)
+
+    def next_item(self, task: str, study_slug: str | None) -> Response:
+        read = next_judge_read(self.user, task=task, study_slug=study_slug)
+        if read is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        if refusal := _step_refusal(self.request, read):
             return refusal
         show_judge_read(read)
-    return Response(ReadingItemSerializer(_payload(read)).data)
+        return Response(ReadingItemSerializer(_payload(read)).data)
 
+    def retrieve_item(self, read_id: str) -> Response:
+        try:
+            read = own_judge_read(self.user, read_id)
+        except JudgeReadNotFound:
+            raise NotFound from None
+        if not read.is_rated:
+            if refusal := _step_refusal(self.request, read):
+                return refusal
+            show_judge_read(read)
+        return Response(ReadingItemSerializer(_payload(read)).data)
 
-def rate_item(request: Request, read_id: str, validated: dict) -> Response:
-    try:
-        read, created = submit_judge_rating(
-            judge=request.user,
-            read_id=read_id,
-            rating=validated["rating"],
-            rationale=validated["rationale"],
-            form_token=validated["form_token"],
-        )
-    except JudgeReadNotFound:
-        raise NotFound from None
-    except JudgeNotShownYet:
-        return _refused(f"Fetch the item first: GET /api/reading/{read_id}/.", None)
-    except JudgeAlreadyRated as already:
-        body = {"rating": already.read.rating, "rationale": already.read.rationale, "created": False, "next": None}
-        return Response(body, status=status.HTTP_409_CONFLICT)
-    except JudgeRatingRefused as refused:
-        return _refused(str(refused), refused.field)
-    following = next_judge_read(request.user, task=read.task, study_id=read.study_id)
-    body = {
-        "rating": read.rating,
-        "rationale": read.rationale,
-        "created": created,
-        "next": following.public_id if following else None,
-        "undo_seconds": 0,  # a judge's ratings are final: never taken back
-    }
-    return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+    def rate_item(self, read_id: str, validated: dict) -> Response:
+        try:
+            read, created = submit_judge_rating(
+                judge=self.user,
+                read_id=read_id,
+                rating=validated["rating"],
+                rationale=validated["rationale"],
+                form_token=validated["form_token"],
+            )
+        except JudgeReadNotFound:
+            raise NotFound from None
+        except JudgeNotShownYet:
+            return _refused(f"Fetch the item first: GET /api/reading/{read_id}/.", None)
+        except JudgeAlreadyRated as already:
+            body = {"rating": already.read.rating, "rationale": already.read.rationale, "created": False, "next": None}
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        except JudgeRatingRefused as refused:
+            return _refused(str(refused), refused.field)
+        following = next_judge_read(self.user, task=read.task, study_id=read.study_id)
+        body = {
+            "rating": read.rating,
+            "rationale": read.rationale,
+            "created": created,
+            "next": following.public_id if following else None,
+            "undo_seconds": 0,  # a judge's ratings are final: never taken back
+        }
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
+    def undo(self) -> Response:
+        detail = "An automated judge's ratings are final: they cannot be taken back."
+        return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
 
-def progress(request: Request) -> Response:
-    return Response(QueueSerializer(judge_queues(request.user), many=True).data)
+    def progress(self) -> Response:
+        return Response(QueueSerializer(judge_queues(self.user), many=True).data)
 
 
 def _refused(detail: str, field: str | None) -> Response:
