@@ -383,10 +383,8 @@ def reading_next(request: HttpRequest, slug: str, task: str) -> HttpResponse:
     study = get_object_or_404(Study.objects.of_reader(request.user), slug=slug)
     if task not in Task.values:
         raise Http404
-    step = pending_step(request.user, study, task)
-    if step is not None:
-        messages.info(request, step.detail)
-        return redirect(_step_url(step, study, task))
+    if first := _pending_step_redirect(request, study, task):
+        return first
     assignment = reserve.next_assignment(request.user, task=task, study_id=study.pk)
     if assignment is None:
         messages.success(
@@ -404,10 +402,8 @@ def reading_page(request: HttpRequest, assignment_id: uuid.UUID) -> HttpResponse
     if request.method == "POST":
         return _submit_rating(request, assignment)
     if assignment.status == AssignmentStatus.OPEN:
-        step = pending_step(request.user, assignment.example.study, assignment.task)
-        if step is not None:
-            messages.info(request, step.detail)
-            return redirect(_step_url(step, assignment.example.study, assignment.task))
+        if first := _pending_step_redirect(request, assignment.example.study, assignment.task):
+            return first
         show_assignment(assignment)
     template = "annotation/reading.html"
     if request.htmx and not request.htmx.history_restore_request:
@@ -447,12 +443,9 @@ def _submit_rating(request: HttpRequest, assignment: Assignment) -> HttpResponse
         raise Http404 from None
 
     example = assignment.example
-    step = pending_step(request.user, example.study, example.task)
-    if step is not None:
-        # The guide changed meanwhile: the reader sees what changed and confirms it before the next item.
-        messages.info(request, step.detail)
-        url = _step_url(step, example.study, example.task)
-        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    # The guide changed meanwhile: the reader sees what changed and confirms it before the next item.
+    if first := _pending_step_redirect(request, example.study, example.task):
+        return first
     following = reserve.next_assignment(request.user, task=example.task, study_id=example.study_id)
     if not request.htmx:
         return redirect("reading_page", following.public_id) if following else redirect("reader_home")
@@ -479,14 +472,10 @@ def reading_undo(request: HttpRequest) -> HttpResponse:
             return redirect("reader_home")
         return render(request, "annotation/_saved_notice.html", {"refusal": str(refused)}, status=409)
     assignment = _own_assignment(request, result.assignment.public_id)
-    study = assignment.example.study
-    step = pending_step(request.user, study, assignment.task)
-    if step is not None:
-        # The guide changed meanwhile (or practice became due): that step comes first, as before any item.
-        messages.success(request, "Your rating was taken back. The item waits first in your queue.")
-        messages.info(request, step.detail)
-        url = _step_url(step, study, assignment.task)
-        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    # The guide changed meanwhile (or practice became due): that step comes first, as before any item.
+    taken_back = "Your rating was taken back. The item waits first in your queue."
+    if first := _pending_step_redirect(request, assignment.example.study, assignment.task, done=taken_back):
+        return first
     if not request.htmx:
         return redirect("reading_page", assignment.public_id)
     context = _reading_context(request, assignment, saved_notice=None)
@@ -590,6 +579,21 @@ def _guide_html(study: Study) -> str | None:
         return None
     current = GuideVersion.objects.current(study)
     return render_guide(current.text) if current else None
+
+
+def _pending_step_redirect(request: HttpRequest, study: Study, task: str, *, done: str = "") -> HttpResponse | None:
+    """What comes before the reader's next item of a study's task (its guide to confirm, or a
+    practice round), as a redirect there that says why (after done, what was just done, if given);
+    by the client for htmx, which would otherwise swap the whole page into its panel. None when
+    nothing comes first."""
+    step = pending_step(request.user, study, task)
+    if step is None:
+        return None
+    if done:
+        messages.success(request, done)
+    messages.info(request, step.detail)
+    url = _step_url(step, study, task)
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def _step_url(step: PendingStep, study: Study, task: str, *, then: str = "") -> str:

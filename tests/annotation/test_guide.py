@@ -182,6 +182,10 @@ def test_a_reader_confirms_the_guide_before_the_first_item(client, reading):
     # A direct link to an item waits for the guide too, and does not start its time on task.
     assignment = _first_open(reader)
     assert client.get(reverse("reading_page", args=[assignment.public_id])).status_code == 302
+    # Fetched by htmx (a link followed within the page), it is the browser that goes to the guide:
+    # a redirect followed inside the request would swap the whole guide page into the reading panel.
+    fetched = client.get(reverse("reading_page", args=[assignment.public_id]), HTTP_HX_REQUEST="true")
+    assert fetched.status_code == 200 and fetched.headers["HX-Redirect"] == guide_url
     assignment.refresh_from_db()
     assert assignment.first_shown_at is None
 
