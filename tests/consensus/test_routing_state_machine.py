@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -111,19 +112,22 @@ class RoutingMachine(RuleBasedStateMachine):
 
     # --- rules ------------------------------------------------------------------------
 
-    def _open_assignments(self, *, given: bool = False) -> list[Assignment]:
-        """Open assignments; given: only those their readers can be given (not in a reserve)."""
+    def _open(self, *, given: bool = False) -> QuerySet[Assignment]:
+        """Open assignments; given: only those their readers can be given (not in a reserve). A
+        precondition asks whether there is one (exists), a rule draws from the list."""
         found = Assignment.objects.filter(example__study=self.study, status=AssignmentStatus.OPEN)
-        if given:
-            found = found.filter(held=False)
+        return found.filter(held=False) if given else found
+
+    def _open_assignments(self, *, given: bool = False) -> list[Assignment]:
         return list(
-            found.select_related("reader", "example")
+            self._open(given=given)
+            .select_related("reader", "example")
             # Not by pk: assignments are stored in queue order, which follows random public ids,
             # and a replayed run must meet the same list.
             .order_by("example_id", "slot")
         )
 
-    @precondition(lambda self: bool(self._open_assignments(given=True)))
+    @precondition(lambda self: self._open(given=True).exists())
     @rule(data=st.data())
     def submit(self, data: st.DataObject) -> None:
         assignment = data.draw(st.sampled_from(self._open_assignments(given=True)))
@@ -147,21 +151,19 @@ class RoutingMachine(RuleBasedStateMachine):
             with pytest.raises(AlreadySubmitted):
                 submit_annotation(**{**kwargs, "form_token": uuid.uuid4()})
 
+    def _valid(self) -> QuerySet[Annotation]:
+        return Annotation.objects.filter(example__study=self.study, voided_at__isnull=True, settled_at__isnull=False)
+
     def _valid_annotations(self) -> list[Annotation]:
-        return list(
-            Annotation.objects.filter(
-                example__study=self.study, voided_at__isnull=True, settled_at__isnull=False
-            ).order_by("pk")
-        )
+        return list(self._valid().order_by("pk"))
+
+    def _unsettled(self) -> QuerySet[Annotation]:
+        return Annotation.objects.filter(example__study=self.study, settled_at__isnull=True)
 
     def _unsettled_annotations(self) -> list[Annotation]:
-        return list(
-            Annotation.objects.filter(example__study=self.study, settled_at__isnull=True)
-            .select_related("reader")
-            .order_by("pk")
-        )
+        return list(self._unsettled().select_related("reader").order_by("pk"))
 
-    @precondition(lambda self: bool(self._unsettled_annotations()))
+    @precondition(lambda self: self._unsettled().exists())
     @rule(data=st.data())
     def undo(self, data: st.DataObject) -> None:
         annotation = data.draw(st.sampled_from(self._unsettled_annotations()))
@@ -169,25 +171,24 @@ class RoutingMachine(RuleBasedStateMachine):
         assert result.assignment.pk == annotation.assignment_id
         assert not Annotation.objects.filter(pk=annotation.pk).exists()
 
-    @precondition(lambda self: bool(self._unsettled_annotations()))
+    @precondition(lambda self: self._unsettled().exists())
     @rule()
     def windows_close(self) -> None:
         settle_due_ratings(now=timezone.now() + timedelta(seconds=self.undo_window_seconds + 1))
 
-    @precondition(lambda self: bool(self._valid_annotations()))
+    @precondition(lambda self: self._valid().exists())
     @rule(data=st.data())
     def void(self, data: st.DataObject) -> None:
         annotation = data.draw(st.sampled_from(self._valid_annotations()))
         void_annotation(annotation.public_id, actor=self.coordinator, reason="Test void.")
 
-    def _open_adjudications(self) -> list[Adjudication]:
-        return list(
-            Adjudication.objects.filter(example__study=self.study, status=AdjudicationStatus.OPEN)
-            .select_related("adjudicator")
-            .order_by("pk")
-        )
+    def _open_adjudication_rows(self) -> QuerySet[Adjudication]:
+        return Adjudication.objects.filter(example__study=self.study, status=AdjudicationStatus.OPEN)
 
-    @precondition(lambda self: bool(self._open_adjudications()))
+    def _open_adjudications(self) -> list[Adjudication]:
+        return list(self._open_adjudication_rows().select_related("adjudicator").order_by("pk"))
+
+    @precondition(lambda self: self._open_adjudication_rows().exists())
     @rule(data=st.data())
     def adjudicate(self, data: st.DataObject) -> None:
         adjudication = data.draw(st.sampled_from(self._open_adjudications()))
@@ -200,20 +201,20 @@ class RoutingMachine(RuleBasedStateMachine):
             form_token=uuid.uuid4(),
         )
 
-    @precondition(lambda self: bool(self._open_assignments(given=True)))
+    @precondition(lambda self: self._open(given=True).exists())
     @rule(data=st.data())
     def show(self, data: st.DataObject) -> None:
         assignment = data.draw(st.sampled_from(self._open_assignments(given=True)))
         show_assignment(Assignment.objects.select_related("example__study").get(pk=assignment.pk))
 
-    @precondition(lambda self: bool(self._open_assignments()))
+    @precondition(lambda self: self._open().exists())
     @rule(data=st.data())
     def withdraw(self, data: st.DataObject) -> None:
         assignment = data.draw(st.sampled_from(self._open_assignments()))
         withdraw_assignment(assignment.public_id, actor=self.coordinator)
         self.withdrawn_from.add(assignment.example_id)
 
-    @precondition(lambda self: bool(self._open_assignments()))
+    @precondition(lambda self: self._open().exists())
     @rule(data=st.data())
     def reassign(self, data: st.DataObject) -> None:
         assignment = data.draw(st.sampled_from(self._open_assignments()))
@@ -285,6 +286,7 @@ class RoutingMachine(RuleBasedStateMachine):
     def every_example_follows_the_protocol(self) -> None:
         if self.study is None:
             return
+        labels = {c.example_id: c for c in ConsensusLabel.objects.filter(example__study=self.study)}  # one at most
         for example in Example.objects.filter(study=self.study).prefetch_related(
             "assignments", "annotations", "adjudications"
         ):
@@ -293,7 +295,7 @@ class RoutingMachine(RuleBasedStateMachine):
             valid = [a for a in example.annotations.all() if a.voided_at is None and a.settled_at is not None]
             unsettled = [a for a in example.annotations.all() if a.settled_at is None]
             adjudications = [a for a in example.adjudications.all() if a.status != AdjudicationStatus.VOIDED]
-            consensus = ConsensusLabel.objects.filter(example=example).first()
+            consensus = labels.get(example.pk)
 
             # A reader never has the same example twice; slots hold at most one active read.
             assert len({a.reader_id for a in assignments}) == len(assignments)
@@ -413,7 +415,7 @@ class RoutingMachine(RuleBasedStateMachine):
     def a_reader_has_at_most_one_rating_in_its_window(self) -> None:
         if self.study is None:
             return
-        readers = Counter(a.reader_id for a in self._unsettled_annotations())
+        readers = Counter(self._unsettled().values_list("reader_id", flat=True))
         assert all(n == 1 for n in readers.values()), readers
 
 
