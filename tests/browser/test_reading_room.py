@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.sessions.models import Session
 from playwright.sync_api import BrowserContext, Page, Request, expect
 
+from annotation.context_processors import draft_owner
 from annotation.models import (
     Annotation,
     Assignment,
@@ -350,7 +351,11 @@ def test_a_draft_follows_the_reader_across_tabs_and_is_cleared_on_submit_and_log
     (key,) = _draft_keys(page)
     assert queue_reader.get_username() not in key
     assert key.endswith(":" + str(first.public_id))
-    assert str(queue_reader.pk) not in key.split(":")[1]
+    # The owner part is an opaque digest (24 hex digits), the same for every item of this reader,
+    # never the user's id: a digit of the id may well occur in it by chance, so compare it whole.
+    owner = key.split(":")[1]
+    assert owner == draft_owner(queue_reader) and owner != str(queue_reader.pk)
+    assert len(owner) == 24 and set(owner) <= set("0123456789abcdef")
 
     page.locator(SUBMIT).click()
     expect(page).to_have_url(at_path(reading_path(second)))
