@@ -3,6 +3,7 @@
 import hashlib
 import secrets
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
 
@@ -341,50 +342,43 @@ class Study(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("study_detail", args=[self.slug])
 
+    def set_audited(self, action: str, *, actor, shown: Callable = lambda value: value, **values) -> bool:
+        """Set some of the study's fields, audited with their old values (shown: how a value is written in
+        the trail), under the study's row lock; False, and nothing written, if none of them changes."""
+        with transaction.atomic():
+            before = Study.objects.select_for_update().values(*values).get(pk=self.pk)
+            for field, value in values.items():
+                setattr(self, field, value)
+            if before == values:
+                return False
+            Study.objects.filter(pk=self.pk).update(**values)
+            AuditEvent.objects.record(
+                action,
+                study=self,
+                actor=actor,
+                before={field: shown(value) for field, value in before.items()},
+                after={field: shown(value) for field, value in values.items()},
+            )
+        return True
+
     def set_margins(self, *, noninferiority: Decimal | None, equivalence: Decimal | None, actor) -> bool:
         """Set the analysis margins (None: none), audited with their old values; False if nothing changed.
 
         The audit event is one the results rest on (analysis.services.RESULT_EVENTS): a change makes
         the Results page compute again.
         """
-        noninferiority, equivalence = _tenths(noninferiority), _tenths(equivalence)
-        with transaction.atomic():
-            locked = Study.objects.select_for_update().get(pk=self.pk)
-            before = {
-                "noninferiority_margin": locked.noninferiority_margin,
-                "equivalence_margin": locked.equivalence_margin,
-            }
-            after = {"noninferiority_margin": noninferiority, "equivalence_margin": equivalence}
-            if before == after:
-                return False
-            Study.objects.filter(pk=self.pk).update(**after)
-            self.noninferiority_margin, self.equivalence_margin = noninferiority, equivalence
-            AuditEvent.objects.record(
-                AuditAction.MARGINS_CHANGED,
-                study=self,
-                actor=actor,
-                before={key: _number(value) for key, value in before.items()},
-                after={key: _number(value) for key, value in after.items()},
-            )
-        return True
+        return self.set_audited(
+            AuditAction.MARGINS_CHANGED,
+            actor=actor,
+            shown=_number,
+            noninferiority_margin=_tenths(noninferiority),
+            equivalence_margin=_tenths(equivalence),
+        )
 
     def set_undo_window(self, seconds: int, *, actor) -> bool:
         """How long readers may take back a rating, audited with the old value; False if unchanged.
         Ratings stored before keep the window they were stored with (their settle_by)."""
-        with transaction.atomic():
-            before = Study.objects.select_for_update().values_list("undo_window_seconds", flat=True).get(pk=self.pk)
-            self.undo_window_seconds = seconds
-            if before == seconds:
-                return False
-            Study.objects.filter(pk=self.pk).update(undo_window_seconds=seconds)
-            AuditEvent.objects.record(
-                AuditAction.UNDO_WINDOW_CHANGED,
-                study=self,
-                actor=actor,
-                before={"undo_window_seconds": before},
-                after={"undo_window_seconds": seconds},
-            )
-        return True
+        return self.set_audited(AuditAction.UNDO_WINDOW_CHANGED, actor=actor, undo_window_seconds=seconds)
 
     def candidate_summary(self) -> list[dict]:
         """One row per (dataset, variation) with candidates: counts by verdict and sampled.

@@ -425,20 +425,7 @@ def set_practice_requirement(study: Study, required: int, *, actor: AbstractBase
     """How many practice items per task readers rate before their first real item (0: no practice)."""
     if not 0 <= required <= 100:
         raise PracticeRefused("Give a number of practice items from 0 to 100.", field="practice_items_required")
-    with transaction.atomic():
-        before = Study.objects.select_for_update().filter(pk=study.pk).values_list("practice_items_required", flat=True)
-        previous = before.first()
-        if previous == required:
-            return
-        Study.objects.filter(pk=study.pk).update(practice_items_required=required)
-        study.practice_items_required = required
-        AuditEvent.objects.record(
-            AuditAction.PRACTICE_SETTINGS,
-            study=study,
-            actor=actor,
-            before={"practice_items_required": previous},
-            after={"practice_items_required": required},
-        )
+    study.set_audited(AuditAction.PRACTICE_SETTINGS, actor=actor, practice_items_required=required)
 
 
 def set_skip_practice(study: Study, username: str, skip: bool, *, actor: AbstractBaseUser | None) -> int:

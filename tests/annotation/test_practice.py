@@ -12,6 +12,8 @@ from rest_framework.authtoken.models import Token
 from annotation.importing import ImportRejected
 from annotation.models import (
     Annotation,
+    AuditAction,
+    AuditEvent,
     PracticeAttempt,
     PracticeItem,
     RatingChoice,
@@ -24,6 +26,7 @@ from annotation.practice import (
     import_practice_items,
     next_practice,
     practice_required,
+    set_practice_requirement,
     show_practice,
     submit_practice,
 )
@@ -189,6 +192,21 @@ def test_a_reader_practises_before_the_first_real_item_and_sees_the_reference(cl
     # Two practice items done: the real queue opens.
     assert client.get(start).url.startswith("/read/a/")
     assert practice_required(reader, study, Task.REALISM) == 0
+
+
+def test_changing_the_practice_requirement_is_audited_with_the_old_value_and_an_unchanged_one_is_not(reading):
+    study, _ = reading
+    coordinator = make_user(Role.COORDINATOR)
+
+    set_practice_requirement(study, 3, actor=coordinator)
+    set_practice_requirement(study, 3, actor=coordinator)
+
+    events = AuditEvent.objects.filter(study=study, action=AuditAction.PRACTICE_SETTINGS)
+    assert [(e.actor, e.before, e.after) for e in events] == [
+        (coordinator, {"practice_items_required": 0}, {"practice_items_required": 3})
+    ]
+    study.refresh_from_db()
+    assert study.practice_items_required == 3
 
 
 def test_practice_is_not_required_once_the_reader_rated_a_real_item(practising):
