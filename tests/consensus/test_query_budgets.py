@@ -87,3 +87,43 @@ def test_masked_lists_do_not_grow_with_the_rows(client):
 
     assert small == large
     assert 0 < masked < 36  # some rows masked, some shown
+
+
+# --- Locking an exam reads its rows through the pairs' exam index, whatever the study's size -----
+
+
+def _plan_nodes(node: dict):
+    yield node
+    for child in node.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="reads PostgreSQL's query plan")
+def test_locking_two_exams_reads_the_examples_through_the_pair_index():
+    """A submit after an unsettled rating locks two exams in one statement. Written as an OR of two
+    `pair_id IN (...)` tests, PostgreSQL filtered every example of every study (32 ms per submit at
+    50,000 pairs); as one IN over their pairs, it looks each exam's examples up by pair."""
+    from django.db import transaction
+
+    from consensus.services import _lock_exams_of
+
+    study, _, _ = make_reading_study(pairs=4, assign=False)
+    first, second = Example.objects.filter(study=study).order_by("pk").values_list("pk", flat=True)[::5][:2]
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+        locked = _lock_exams_of([("%s", [first]), ("%s", [second])])
+        statement = captured.captured_queries[-1]["sql"]
+        with connection.cursor() as cursor:
+            # Without sequential scans, as the planner chooses on a large table.
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN (FORMAT JSON) " + statement)
+            (plan,) = cursor.fetchone()[0]
+    assert {example.pk for example in locked} >= {first, second}
+    example_scans = [
+        node
+        for node in _plan_nodes(plan["Plan"])
+        if node.get("Relation Name") == Example._meta.db_table and node.get("Alias") == "e"
+    ]
+    assert example_scans, plan
+    for scan in example_scans:
+        conditions = [scan.get("Index Cond", "")] + [child.get("Index Cond", "") for child in scan.get("Plans", [])]
+        assert any("pair_id" in condition for condition in conditions), scan
