@@ -14,8 +14,14 @@
    sends its next request at once); with it, each client pauses a random 0.5x-1.5x of it
    between items, floor clients between requests.
 4. Prints requests, errors and latency percentiles per operation, and the ratio of their p99 to
-   the floor's; then checks that every successful submit is stored as an Annotation with its
-   form token. Results also go to bench/out/reading-<time>.json.
+   the floor's; the CPU per request of the gunicorn workers and of PostgreSQL (read from /proc,
+   exited processes included), the reading requests' server CPU against the floor's, the rows
+   read per request and each worker's peak memory; then checks that every successful submit is
+   stored as an Annotation with its form token. Results also go to bench/out/reading-<time>.json.
+
+--capacity replaces the readers phase: paced readers (--think-ms, 1000 if unset) in rounds of
+--duration seconds, --step more each round (from --readers up to --max-readers, the study's
+readers), until the p99 of next or submit passes 100 ms; it prints the last count that held.
 
 Talks to 127.0.0.1 only. Gunicorn is stopped at the end, on errors and on Ctrl+C.
 """
@@ -47,7 +53,9 @@ LOOPBACK = "127.0.0.1"
 SLUG = "bench"
 REQUEST_TIMEOUT = 30.0
 TARGET_P99_MS = 100.0
-TARGET_FLOOR_RATIO = 2.0
+# Server CPU per reading request (next or submit) against the floor's, measured in one run.
+TARGET_CPU_RATIO = 3.0
+CAPACITY_TARGET = 100
 # Realism examples outnumber equivalence examples two to one in every queue.
 TASKS = ("realism", "realism", "equivalence")
 RATIONALE = "Benchmark rating: the wording differs from routine reports."
@@ -362,6 +370,83 @@ def load_average() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
+# --- Processes: CPU and memory, read from /proc ------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (which may hold spaces)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()
+
+
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """User + system CPU of a process; with children, also of its exited children it waited for."""
+    try:
+        fields = _stat_fields(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    # After the name: state(0) ... utime(11) stime(12) cutime(13) cstime(14).
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / CLOCK_TICKS
+
+
+def child_pids(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def postgres_pids() -> list[int]:
+    """The PostgreSQL server's processes on this machine: the postmaster first, then its children."""
+    names: dict[int, str] = {}
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                names[int(entry.name)] = (entry / "comm").read_text().strip()
+                parents[int(entry.name)] = int(_stat_fields(int(entry.name))[1])
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                continue
+    postmasters = [pid for pid, name in names.items() if name == "postgres" and names.get(parents[pid]) != "postgres"]
+    return postmasters[:1] + [child for pid in postmasters[:1] for child in child_pids(pid)]
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), in MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return float("nan")
+
+
+@dataclass
+class CpuMeter:
+    """CPU time of the gunicorn master's workers and of the PostgreSQL server, including exited processes
+    (a master's or postmaster's waited-for children). Read before and after a phase: the difference is
+    what the phase cost the server and the database, whatever else the machine does."""
+
+    server_pid: int
+
+    def read(self) -> dict[str, float]:
+        server = cpu_seconds(self.server_pid, children=True)
+        server += sum(cpu_seconds(pid) for pid in child_pids(self.server_pid))
+        postgres = postgres_pids()
+        database = cpu_seconds(postgres[0], children=True) if postgres else float("nan")
+        database += sum(cpu_seconds(pid) for pid in postgres[1:])
+        return {"server": server, "postgres": database}
+
+    def worker_rss_mb(self) -> list[float]:
+        return [peak_rss_mb(pid) for pid in child_pids(self.server_pid)]
+
+
 # --- Results ------------------------------------------------------------------------------------
 
 
@@ -426,12 +511,62 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def measured_phase(name, target, per_client, args, stop, meter: CpuMeter):
+    """A phase with the server's and the database's CPU over it: (recorder, seconds, cpu seconds by process)."""
+    before = meter.read()
+    recorder, elapsed = phase(name, target, per_client, args.duration, args.max_requests, stop)
+    after = meter.read()
+    return recorder, elapsed, {key: after[key] - before[key] for key in before}
+
+
+def cpu_per_request(cpu: dict[str, float], requests: int) -> dict[str, float]:
+    """Milliseconds of CPU per request, of the application server and of PostgreSQL."""
+    if not requests:
+        return {key: float("nan") for key in cpu}
+    return {key: 1000 * value / requests for key, value in cpu.items()}
+
+
+def print_cpu(name: str, per_request: dict[str, float], floor: dict[str, float]) -> None:
+    ratio = per_request["server"] / floor["server"] if floor["server"] else float("nan")
+    print(
+        f"{name:<24} server CPU {per_request['server']:6.1f} ms/request ({ratio:4.2f}x the floor's), "
+        f"PostgreSQL CPU {per_request['postgres']:5.1f} ms/request"
+    )
+
+
+def capacity(port, tokens, args, stop, meter) -> tuple[int, list[dict]]:
+    """Raise the number of paced readers by --step until the p99 of next or submit passes the target:
+    (the last count that held it, one row per count tried)."""
+    think = (args.think_ms or 1000.0) / 1000
+    held, steps = 0, []
+    for count in range(args.readers, min(args.max_readers, len(tokens)) + 1, args.step):
+        clients = [(port, tokens[n], 5000 + count * 1000 + n, think) for n in range(count)]
+        recorder, elapsed, cpu = measured_phase(f"capacity: {count} readers", reader_client, clients, args, stop, meter)
+        rows = [summarize(op, recorder, elapsed) for op in ("next", "submit")]
+        requests = sum(row["requests"] for row in rows)
+        errors = sum(row["errors"] for row in rows)
+        slowest = max(row["p99"] for row in rows)
+        per = cpu_per_request(cpu, requests)
+        steps.append(
+            {"readers": count, "requests_per_second": requests / elapsed, "next_p99": rows[0]["p99"],
+             "submit_p99": rows[1]["p99"], "errors": errors, "cpu_ms": per, "load": recorder.load_after}
+        )  # fmt: skip
+        print(
+            f"   {count} readers: {requests / elapsed:.0f} req/s, p99 next {rows[0]['p99']:.0f} ms, "
+            f"submit {rows[1]['p99']:.0f} ms, errors {errors}, server CPU {per['server']:.1f} ms/request"
+        )
+        if errors or slowest >= TARGET_P99_MS:
+            break
+        held = count
+    return held, steps
+
+
 def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=f"postgres://postgres@{LOOPBACK}:5432/readingroom_bench")
     parser.add_argument("--pairs", type=int, default=50_000)
-    parser.add_argument("--readers", type=int, default=20, help="readers in the study = concurrent clients")
+    parser.add_argument("--readers", type=int, default=20, help="concurrent clients (capacity mode: the first count)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds per phase")
     parser.add_argument("--max-requests", type=int, default=200_000, help="cap on requests per phase")
     parser.add_argument("--workers", type=int, default=2 * cores + 1, help="gunicorn workers (default 2*cores+1)")
@@ -442,6 +577,14 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="mean pause of a client between items, drawn from 0.5x-1.5x (default: none, a closed loop)",
     )
+    parser.add_argument(
+        "--capacity",
+        action="store_true",
+        help="after the floor, raise the number of paced readers (think time --think-ms, 1000 if unset) by --step "
+        "until the p99 of next or submit passes 100 ms; print the last count held",
+    )
+    parser.add_argument("--step", type=int, default=20, help="capacity mode: readers added per round")
+    parser.add_argument("--max-readers", type=int, default=200, help="capacity mode: readers in the study, and the cap")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds of unrecorded load first")
     parser.add_argument("--reuse-database", action="store_true", help="skip creating and generating the database")
     args = parser.parse_args(argv)
@@ -451,12 +594,13 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     setup_log: list[str] = []
+    study_readers = max(args.readers, args.max_readers) if args.capacity else args.readers
 
     if not args.reuse_database:
         print(f"== database {name}: dropped and created again", flush=True)
         recreate_database(args.database_url, name)
         run("migrate", [PYTHON, "manage.py", "migrate", "--no-input", "-v", "1"], env)
-        generate = [PYTHON, "bench/generate_study.py", f"--pairs={args.pairs}", f"--readers={args.readers}"]
+        generate = [PYTHON, "bench/generate_study.py", f"--pairs={args.pairs}", f"--readers={study_readers}"]
         generate += [f"--database-url={args.database_url}", f"--slug={SLUG}", f"--first-reads={args.first_reads}"]
         setup_log = run("generate_study", generate, env)
         run("collectstatic", [PYTHON, "manage.py", "collectstatic", "--no-input", "-v", "0"], env)
@@ -474,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     log_path = OUT / f"gunicorn-{stamp}.log"
     print(f"\n== gunicorn: {args.workers} sync workers on {LOOPBACK}:{port} (log: {log_path})", flush=True)
     server = start_gunicorn(env, port, args.workers, log_path)
+    meter = CpuMeter(server.pid)
     stop = threading.Event()
     results: dict = {
         "started": stamp,
@@ -485,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
         "first_reads": args.first_reads,
         "reused_database": args.reuse_database,
     }
+    capacity_steps: list[dict] = []
+    held = None
     try:
         wait_until_serving(port, f"/bench/floor/{ids[0]}/", server)
         clients = range(args.readers)
@@ -496,11 +643,18 @@ def main(argv: list[str] | None = None) -> int:
             warm_readers = [(port, tokens[n], 2000 + n, 0.0) for n in clients]
             phase("warm-up (readers)", reader_client, warm_readers, args.warmup / 2, 10_000, stop)
         floor_args = [(port, ids, n, think) for n in clients]
-        floor, floor_elapsed = phase("floor", floor_client, floor_args, args.duration, args.max_requests, stop)
-        reader_args = [(port, tokens[n], 100 + n, think) for n in clients]
-        rows_before = work_rows_read()
-        readers, readers_elapsed = phase("readers", reader_client, reader_args, args.duration, args.max_requests, stop)
-        rows_after = work_rows_read()
+        floor, floor_elapsed, floor_cpu = measured_phase("floor", floor_client, floor_args, args, stop, meter)
+        if args.capacity:
+            held, capacity_steps = capacity(port, tokens, args, stop, meter)
+            readers, readers_elapsed, readers_cpu, rows_before, rows_after = None, 0.0, {}, 0, 0
+        else:
+            reader_args = [(port, tokens[n], 100 + n, think) for n in clients]
+            rows_before = work_rows_read()
+            readers, readers_elapsed, readers_cpu = measured_phase(
+                "readers", reader_client, reader_args, args, stop, meter
+            )
+            rows_after = work_rows_read()
+        worker_rss = meter.worker_rss_mb()
     except KeyboardInterrupt:
         stop.set()
         print("\nInterrupted: stopping gunicorn.", file=sys.stderr)
@@ -509,14 +663,43 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         stop_gunicorn(server)
 
-    rows = [
-        summarize("floor", floor, floor_elapsed),
-        summarize("next", readers, readers_elapsed),
-        summarize("submit", readers, readers_elapsed),
-    ]
+    floor_row = summarize("floor", floor, floor_elapsed)
+    floor_per = cpu_per_request(floor_cpu, floor_row["requests"])
+    print(f"\nLoad average: floor {floor.load_before} -> {floor.load_after}", end="")
+    if args.capacity:
+        print()
+        print_cpu("floor", floor_per, floor_per)
+        print(f"\nCapacity: {held} paced readers held p99 < {TARGET_P99_MS:.0f} ms for next and submit.")
+        for step in capacity_steps:
+            print(
+                f"   {step['readers']:>4} readers  {step['requests_per_second']:6.0f} req/s  p99 next "
+                f"{step['next_p99']:7.1f}  submit {step['submit_p99']:7.1f} ms  server CPU "
+                f"{step['cpu_ms']['server']:5.1f} ms/request ({step['cpu_ms']['server'] / floor_per['server']:.2f}x "
+                f"the floor's)  load {step['load']}"
+            )
+        print(f"Peak RSS per worker: max {max(worker_rss):.0f} MB, mean {sum(worker_rss) / len(worker_rss):.0f} MB")
+        results.update(floor=floor_row, floor_cpu_ms=floor_per, capacity=capacity_steps, capacity_held=held,
+                       worker_peak_rss_mb=worker_rss)  # fmt: skip
+        result_path = OUT / f"reading-capacity-{stamp}.json"
+        result_path.write_text(json.dumps(results, indent=2))
+        print(f"Results: {result_path}")
+        return 0 if held and held >= CAPACITY_TARGET else 1
+
+    print(f", readers {readers.load_before} -> {readers.load_after}")
+    rows = [floor_row, summarize("next", readers, readers_elapsed), summarize("submit", readers, readers_elapsed)]
     floor_p99 = rows[0]["p99"]
     print_table(rows, floor_p99)
     reader_requests = rows[1]["requests"] + rows[2]["requests"]
+    readers_per = cpu_per_request(readers_cpu, reader_requests)
+    print()
+    print_cpu("floor", floor_per, floor_per)
+    print_cpu("reading (next + submit)", readers_per, floor_per)
+    print(
+        f"Closed-loop throughput: {reader_requests / readers_elapsed:.1f} reading requests/s"
+        if not think
+        else f"Paced throughput: {reader_requests / readers_elapsed:.1f} reading requests/s"
+    )
+    print(f"Peak RSS per worker: max {max(worker_rss):.0f} MB, mean {sum(worker_rss) / len(worker_rss):.0f} MB")
     if reader_requests:
         print(
             f"Rows read from the work tables per reader request (next or submit): "
@@ -535,14 +718,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     errors = sum(row["errors"] for row in rows) + tracebacks
     slowest = max(rows[1]["p99"], rows[2]["p99"])
-    met = errors == 0 and check["missing"] == 0 and slowest < TARGET_P99_MS
-    met = met and slowest <= TARGET_FLOOR_RATIO * floor_p99
+    cpu_ratio = readers_per["server"] / floor_per["server"] if floor_per["server"] else float("nan")
+    met = errors == 0 and check["missing"] == 0 and slowest < TARGET_P99_MS and cpu_ratio <= TARGET_CPU_RATIO
     print(
-        f"Target (p99 < {TARGET_P99_MS:.0f} ms and within {TARGET_FLOOR_RATIO:.0f}x of the floor, "
-        f"no errors, nothing missing): {'met' if met else 'MISSED'}"
+        f"Target (p99 < {TARGET_P99_MS:.0f} ms, server CPU per reading request within {TARGET_CPU_RATIO:.0f}x "
+        f"the floor's, no errors, nothing missing): {'met' if met else 'MISSED'}"
     )
     results.update(
         rows=rows,
+        cpu_ms_per_request={"floor": floor_per, "reading": readers_per},
+        server_cpu_ratio=cpu_ratio,
+        worker_peak_rss_mb=worker_rss,
+        rows_read_per_request=(rows_after - rows_before) / reader_requests if reader_requests else None,
         verification=check,
         server_tracebacks=tracebacks,
         other=dict(readers.other),
