@@ -42,7 +42,6 @@ from annotation.models import (
     THIRD_READ_SLOT,
     Annotation,
     Assignment,
-    AssignmentQuerySet,
     AssignmentStatus,
     AuditAction,
     AuditEvent,
@@ -157,18 +156,20 @@ def lock_example(example: int | ReadOf) -> Example | None:
     merely refers to the example (an audit event a reader's undo writes) never waits for whoever
     holds it.
     """
-    if isinstance(example, ReadOf):
-        assignment = Assignment._meta
-        public_id = assignment.get_field("public_id").get_db_prep_value(example.assignment_id, connection)
-        own = "SELECT a.example_id FROM {table} a WHERE a.public_id = %s AND a.reader_id = %s LIMIT 1"
-        target = (own.format(table=connection.ops.quote_name(assignment.db_table)), [public_id, example.reader_pk])
-    else:
-        target = ("%s", [example])
+    target = _example_of(example) if isinstance(example, ReadOf) else ("%s", [example])
     locked = _lock_exams_of([target], with_first_target=True)
     found = next((row for row, target_pk in locked if row.pk == target_pk), None)
     if found is None and not isinstance(example, ReadOf):
         raise Example.DoesNotExist
     return found
+
+
+def _example_of(read: ReadOf) -> tuple[str, list]:
+    """SQL giving the pk of the example of a reader's own assignment (NULL if there is none), with its parameters."""
+    assignment = Assignment._meta
+    public_id = assignment.get_field("public_id").get_db_prep_value(read.assignment_id, connection)
+    own = "SELECT a.example_id FROM {table} a WHERE a.public_id = %s AND a.reader_id = %s LIMIT 1"
+    return own.format(table=connection.ops.quote_name(assignment.db_table)), [public_id, read.reader_pk]
 
 
 # The examples of the exams of some target examples, with their studies and pairs, locked in
@@ -277,14 +278,14 @@ def submit_annotation(
 def _store_annotation(
     reader, assignment_id: uuid.UUID, rating: str, rationale: str, form_token: uuid.UUID, require_shown: bool
 ) -> SubmitResult:
-    own = Assignment.objects.filter(public_id=assignment_id, reader=reader)
+    read = ReadOf(assignment_id, reader.pk)
     unsettled = _unsettled_rating_of(reader)
     if unsettled is None:
-        example = lock_example(ReadOf(assignment_id, reader.pk))
+        example = lock_example(read)
     else:
-        example, unsettled_example = _lock_with_unsettled(reader, own, unsettled)
+        example, unsettled_example = _lock_with_unsettled(reader, read, unsettled)
     # Read after the lock: a concurrent submit, void or withdrawal of this example has finished.
-    assignment = own.select_related("annotation").first() if example else None
+    assignment = _own_assignment_with_rating(read) if example else None
     if assignment is None:
         raise NoSuchWork
     stored = getattr(assignment, "annotation", None)
@@ -850,13 +851,47 @@ def _coin_report_a(example: Example, shown: Assignment | Adjudication) -> str:
 # the rating's row only while it is unsettled, so when they race exactly one of them happens.
 
 
+# A submit asks for these on every rating: written by hand, they cost no query compilation.
+_UNSETTLED_RATING = "SELECT n.id, n.example_id FROM {annotations} n WHERE n.reader_id = %s AND n.settled_at IS NULL"
+_OWN_ASSIGNMENT = """SELECT {columns} FROM {assignments}
+ LEFT OUTER JOIN {annotations} ON n.assignment_id = a.id WHERE a.public_id = %s AND a.reader_id = %s"""
+_ASSIGNMENT, _ANNOTATION = Selected(Assignment, "a"), Selected(Annotation, "n")
+
+
 def _unsettled_rating_of(reader: AbstractBaseUser) -> tuple[int, int] | None:
-    """(annotation pk, example pk) of the reader's one unsettled rating, if any."""
-    return Annotation.objects.filter(reader=reader, settled_at__isnull=True).values_list("pk", "example_id").first()
+    """(annotation pk, example pk) of the reader's one unsettled rating, if any (a partial unique
+    index allows one per reader)."""
+    table = connection.ops.quote_name(Annotation._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(_UNSETTLED_RATING.format(annotations=table), [reader.pk])
+        row = cursor.fetchone()
+    return tuple(row) if row else None
+
+
+def _own_assignment_with_rating(read: ReadOf) -> Assignment | None:
+    """The reader's assignment, with its rating (annotation) read along as select_related would."""
+    public_id = Assignment._meta.get_field("public_id").get_db_prep_value(read.assignment_id, connection)
+    statement = _OWN_ASSIGNMENT.format(
+        columns=select_list(connection, _ASSIGNMENT, _ANNOTATION),
+        assignments=_ASSIGNMENT.table(connection),
+        annotations=_ANNOTATION.table(connection),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [public_id, read.reader_pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    assignment = _ASSIGNMENT.instance(row[: len(_ASSIGNMENT)], connection)
+    rating = None
+    if row[len(_ASSIGNMENT)] is not None:
+        rating = _ANNOTATION.instance(row[len(_ASSIGNMENT) :], connection)
+        attach(rating, assignment=assignment)
+    Assignment._meta.get_field("annotation").set_cached_value(assignment, rating)
+    return assignment
 
 
 def _lock_with_unsettled(
-    reader: AbstractBaseUser, own: AssignmentQuerySet, unsettled: tuple[int, int]
+    reader: AbstractBaseUser, read: ReadOf, unsettled: tuple[int, int]
 ) -> tuple[Example | None, Example]:
     """Lock the example being rated and that of the reader's unsettled rating, with the other
     examples of their exams (as lock_example), in primary-key order, in one query.
@@ -865,9 +900,9 @@ def _lock_with_unsettled(
     the reader has another unsettled rating (another tab stored one meantime), raises
     _UnsettledRatingMoved: its example is not locked, and the submit starts again.
     """
-    target_pk = own.values_list("example_id", flat=True).first()
-    pks = {unsettled[1]} | ({target_pk} if target_pk is not None else set())
-    locked = {example.pk: example for example in _lock_exams_of([("%s", [pk]) for pk in sorted(pks)])}
+    rows = _lock_exams_of([_example_of(read), ("%s", [unsettled[1]])], with_first_target=True)
+    locked = {example.pk: example for example, _ in rows}
+    target_pk = rows[0][1] if rows else None
     now_unsettled = _unsettled_rating_of(reader)
     if now_unsettled is not None and now_unsettled != unsettled:
         raise _UnsettledRatingMoved

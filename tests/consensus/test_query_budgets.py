@@ -4,7 +4,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotation.models import Example, RatingChoice, Task
+from annotation.models import Assignment, Example, RatingChoice, Study, Task
+from consensus.models import ConsensusLabel
 from tests.factories import make_reading_study, rate
 
 pytestmark = pytest.mark.django_db
@@ -36,6 +37,47 @@ def test_submitting_and_routing_do_not_grow_with_the_study():
     small, large = _measure(2), _measure(30)
     assert small == large
     assert max(large.values()) <= 25, large
+
+
+def _agreeing(assignment) -> str:
+    return RatingChoice.REALISTIC if assignment.example.task == Task.REALISM else RatingChoice.EQUIVALENT
+
+
+def _measure_with_undo_window(pairs: int) -> dict[str, int]:
+    """With an undo window (the default), each submit settles the reader's previous rating and routes it."""
+    study, _, _ = make_reading_study(pairs=pairs, readers_beyond_initial=1, adjudicators=2)
+    Study.objects.filter(pk=study.pk).update(undo_window_seconds=120)
+    examples = list(Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:2])
+    reads = [list(e.assignments.select_related("reader").order_by("slot")) for e in examples]
+    first, second = reads[0][0].reader, reads[0][1].reader
+    # Each reader's next read of another example: its submit settles their rating of the first example.
+    following = {
+        reader: Assignment.objects.filter(reader=reader)
+        .exclude(example__in=examples)
+        .select_related("reader", "example")
+        .order_by("pk")
+        .first()
+        for reader in (first, second)
+    }
+    rate(reads[0][0], RatingChoice.REALISTIC, "")
+    counts = {"rating, nothing to settle": 0}
+    counts["rating, nothing to settle"] = _queries(lambda: rate(reads[0][1], RatingChoice.REALISTIC, ""))
+    rate(following[first], _agreeing(following[first]), "")  # settles the first read: one settled
+    agreeing = _agreeing(following[second])
+    counts["rating that settles the second read, consensus"] = _queries(lambda: rate(following[second], agreeing, ""))
+    assert ConsensusLabel.objects.filter(example=examples[0]).exists()
+    return counts
+
+
+def test_a_submit_that_settles_the_previous_rating_does_not_grow_with_the_study():
+    small, large = _measure_with_undo_window(6), _measure_with_undo_window(30)
+    assert small == large
+    # Within a savepoint: the reader's unsettled rating, the lock of the exam(s), the assignment with its
+    # rating; the rating's insert, the assignment, the audit, the queue's counter. Settling adds the second
+    # look at the unsettled rating (after the lock), its update and the route (settled ratings, consensus:
+    # look, insert, audit, state; what is left open: reads, adjudications); this assignment was never
+    # shown, so its Report A is drawn here (one update).
+    assert large == {"rating, nothing to settle": 9, "rating that settles the second read, consensus": 19}
 
 
 # --- Lists masked for a coordinator who also reads: one more query, not one per row --------------
