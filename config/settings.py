@@ -216,7 +216,7 @@ REST_FRAMEWORK = {
     # Token first: DRF takes the first class's WWW-Authenticate challenge ("Token"), so a request
     # without credentials or with a bad token is a 401, not a 403. Sessions still work, with CSRF.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "annotation.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # Default deny: every endpoint names the role it serves.

@@ -1,0 +1,55 @@
+"""The API's token authentication answers exactly as DRF's, in one statement."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework import exceptions
+from rest_framework.authentication import TokenAuthentication as DRFTokenAuthentication
+from rest_framework.authtoken.models import Token
+
+from annotation.authentication import TokenAuthentication
+from annotation.models import Role
+from tests.factories import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def _values(instance) -> dict:
+    return {field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields}
+
+
+def test_a_token_gives_the_same_user_and_token_as_drf_in_one_query():
+    user = make_user(Role.READER, first_name="Ada", email="ada@example.org")
+    token = Token.objects.create(user=user)
+
+    with CaptureQueriesContext(connection) as captured:
+        found_user, found_token = TokenAuthentication().authenticate_credentials(token.key)
+        assert found_token.user is found_user  # read along: no second query
+    expected_user, expected_token = DRFTokenAuthentication().authenticate_credentials(token.key)
+
+    assert len(captured) == 1
+    assert _values(found_user) == _values(expected_user)
+    assert _values(found_token) == _values(expected_token)
+    assert found_user._state.adding is False and found_user._state.db == "default"
+
+
+@pytest.mark.parametrize("inactive", [False, True])
+def test_a_bad_or_inactive_token_is_refused_with_drfs_message(inactive):
+    user = make_user(Role.READER, is_active=not inactive)
+    key = Token.objects.create(user=user).key if inactive else "0" * 40
+
+    with pytest.raises(exceptions.AuthenticationFailed) as ours:
+        TokenAuthentication().authenticate_credentials(key)
+    with pytest.raises(exceptions.AuthenticationFailed) as drf:
+        DRFTokenAuthentication().authenticate_credentials(key)
+    assert str(ours.value.detail) == str(drf.value.detail)
+
+
+def test_the_api_takes_a_token_and_refuses_a_bad_one(client):
+    reader = make_user(Role.READER)
+    key = Token.objects.create(user=reader).key
+
+    assert client.get("/api/reading/progress/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
+    refused = client.get("/api/reading/progress/", HTTP_AUTHORIZATION=f"Token {key[:-1]}x")
+    assert refused.status_code == 401
+    assert refused["WWW-Authenticate"] == "Token"
