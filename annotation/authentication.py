@@ -14,7 +14,7 @@ from rest_framework.authentication import TokenAuthentication as DRFTokenAuthent
 
 from annotation.rows import Selected, attach, instances, select_list
 
-_TOKEN_AND_USER = "SELECT {columns} FROM {tokens} JOIN {users} ON u.{user_pk} = t.user_id WHERE t.key = %s"
+_LOOKUP_SQL = "SELECT {columns} FROM {tokens} JOIN {users} ON u.{user_pk} = t.user_id WHERE t.key = %s"
 
 
 class TokenAuthentication(DRFTokenAuthentication):
@@ -23,7 +23,7 @@ class TokenAuthentication(DRFTokenAuthentication):
     def authenticate_credentials(self, key: str) -> tuple:
         token_part, user_part = _selected(self.get_model(), "t"), _selected(get_user_model(), "u")
         quote = connection.ops.quote_name
-        statement = _TOKEN_AND_USER.format(
+        statement = _LOOKUP_SQL.format(
             columns=select_list(connection, token_part, user_part),
             tokens=token_part.table(connection),
             users=user_part.table(connection),
