@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Case, Sum, Value, When
+from django.db.models import BigIntegerField, Case, Sum, Value, When
 from django.utils import timezone
 
 from annotation import queues, reading
@@ -128,7 +128,13 @@ def _release(
     # A draw of its own: the reserve is released in the order of the reads' first draws ("queue"), so
     # placing them by those again would put the first released first.
     places = [
-        When(pk=pk, then=Value(place_after(first_open, tiebreak(study.seed, "released", reader_pk, example_id))))
+        When(
+            pk=pk,
+            then=Value(
+                place_after(first_open, tiebreak(study.seed, "released", reader_pk, example_id)),
+                output_field=BigIntegerField(),
+            ),
+        )
         for pk, example_id in rows
     ]
     moved = Assignment.objects.filter(pk__in=[pk for pk, _ in rows], held=True).update(
