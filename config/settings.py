@@ -103,6 +103,13 @@ def _database_from_url(url: str) -> dict:
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10),
             "timeout": env_int("DATABASE_POOL_TIMEOUT", 10),
         }
+        if env_bool("DATABASE_PREPARED_STATEMENTS", True):
+            # Parameters bound by the server, and a statement run 5 times on a connection is prepared:
+            # PostgreSQL then plans the reading requests' statements once per pooled connection, not on
+            # every request (their planning cost more than running them). Off (0) behind a pooler in
+            # transaction mode, such as PgBouncer's, where a session's prepared statements are not kept.
+            config["OPTIONS"]["server_side_binding"] = True
+            config["OPTIONS"]["prepare_threshold"] = 5
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Wait for a writer instead of failing at once with "database is locked". WAL: a reader
         # (a release build's snapshot) does not stop writers from committing, nor they it.
