@@ -223,3 +223,25 @@ def test_bin_demo_refuses_a_port_that_is_not_one(database_url, args, env):
 
     assert result.returncode != 0
     assert "is not a port number" in result.stderr
+
+
+def test_postgres_prepares_repeated_statements_unless_turned_off(monkeypatch):
+    monkeypatch.delenv("DATABASE_PREPARED_STATEMENTS", raising=False)
+    config = _database_from_url("postgres://postgres@127.0.0.1:5432/readingroom")
+    assert (config["OPTIONS"]["server_side_binding"], config["OPTIONS"]["prepare_threshold"]) == (True, 5)
+
+    monkeypatch.setenv("DATABASE_PREPARED_STATEMENTS", "0")
+    config = _database_from_url("postgres://postgres@127.0.0.1:5432/readingroom")
+    assert "server_side_binding" not in config["OPTIONS"] and "prepare_threshold" not in config["OPTIONS"]
+
+
+@pytest.mark.postgres
+def test_the_running_postgres_database_prepares_a_statement_run_five_times(db):
+    from annotation.models import Study
+
+    for _ in range(6):
+        list(Study.objects.filter(slug="no-such-study"))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%annotation_study%"])
+        (prepared,) = cursor.fetchone()
+    assert prepared >= 1
