@@ -547,13 +547,16 @@ def capacity(port, tokens, args, stop, meter) -> tuple[int, list[dict]]:
         errors = sum(row["errors"] for row in rows)
         slowest = max(row["p99"] for row in rows)
         per = cpu_per_request(cpu, requests)
+        done = sum(n for what, n in recorder.other.items() if "queue done" in what)
         steps.append(
             {"readers": count, "requests_per_second": requests / elapsed, "next_p99": rows[0]["p99"],
-             "submit_p99": rows[1]["p99"], "errors": errors, "cpu_ms": per, "load": recorder.load_after}
+             "submit_p99": rows[1]["p99"], "errors": errors, "cpu_ms": per, "load": recorder.load_after,
+             "queue_done_answers": done}
         )  # fmt: skip
         print(
             f"   {count} readers: {requests / elapsed:.0f} req/s, p99 next {rows[0]['p99']:.0f} ms, "
-            f"submit {rows[1]['p99']:.0f} ms, errors {errors}, server CPU {per['server']:.1f} ms/request"
+            f"submit {rows[1]['p99']:.0f} ms, errors {errors}, CPU per request: server {per['server']:.1f} ms, "
+            f"PostgreSQL {per['postgres']:.1f} ms; {done} answers 'queue done'"
         )
         if errors or slowest >= TARGET_P99_MS:
             break
@@ -675,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"   {step['readers']:>4} readers  {step['requests_per_second']:6.0f} req/s  p99 next "
                 f"{step['next_p99']:7.1f}  submit {step['submit_p99']:7.1f} ms  server CPU "
                 f"{step['cpu_ms']['server']:5.1f} ms/request ({step['cpu_ms']['server'] / floor_per['server']:.2f}x "
-                f"the floor's)  load {step['load']}"
+                f"the floor's), PostgreSQL {step['cpu_ms']['postgres']:4.1f} ms  load {step['load']}"
             )
         print(f"Peak RSS per worker: max {max(worker_rss):.0f} MB, mean {sum(worker_rss) / len(worker_rss):.0f} MB")
         results.update(floor=floor_row, floor_cpu_ms=floor_per, capacity=capacity_steps, capacity_held=held,
