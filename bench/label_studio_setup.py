@@ -33,21 +33,19 @@ READERS = int(os.environ.get("BENCH_READERS", "20"))
 OUT = os.environ["BENCH_OUT"]
 BATCH = 5000
 
-REALISM_CONFIG = """<View>
-  <Text name="report" value="$report"/>
-  <Choices name="rating" toName="report" choice="single" required="true">
-    <Choice value="Realistic"/><Choice value="Minor Issues"/><Choice value="Major Issues"/>
-  </Choices>
-  <TextArea name="rationale" toName="report"/>
-</View>"""
-EQUIVALENCE_CONFIG = """<View>
-  <Text name="report_a" value="$report_a"/>
-  <Text name="report_b" value="$report_b"/>
-  <Choices name="rating" toName="report_a" choice="single" required="true">
-    <Choice value="Equivalent"/><Choice value="Minor Discrepancy"/><Choice value="Major Discrepancy"/>
-  </Choices>
-  <TextArea name="rationale" toName="report_a"/>
-</View>"""
+
+def label_config(texts: tuple[str, ...], ratings: tuple[str, ...]) -> str:
+    """A labeling view: the report text(s), one rating of three (required) and a rationale box."""
+    shown = "".join(f'<Text name="{name}" value="${name}"/>' for name in texts)
+    choices = "".join(f'<Choice value="{rating}"/>' for rating in ratings)
+    return (
+        f'<View>{shown}<Choices name="rating" toName="{texts[0]}" choice="single" required="true">{choices}'
+        f'</Choices><TextArea name="rationale" toName="{texts[0]}"/></View>'
+    )
+
+
+REALISM_CONFIG = label_config(("report",), ("Realistic", "Minor Issues", "Major Issues"))
+EQUIVALENCE_CONFIG = label_config(("report_a", "report_b"), ("Equivalent", "Minor Discrepancy", "Major Discrepancy"))
 FINDINGS = "The lungs are clear. No pleural effusion or pneumothorax. Heart size is normal. Case {n}."
 REWRITE = "Clear lungs without effusion or pneumothorax; normal heart size. Case {n}."
 

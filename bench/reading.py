@@ -327,20 +327,27 @@ def floor_client(recorder: Recorder, port: int, ids: list[str], seed: int, think
         pause(recorder, rng, think)
 
 
+def fetch_next(recorder: Recorder, port: int, path: str, task: str, token: str, done: int) -> dict | None:
+    """The next item of a queue (timed as "next"), or None: on an error, or when the queue answers `done`."""
+    answer = recorder.timed("next", port, "GET", path, (200, done), token=token)
+    if answer is None:
+        return None
+    status, body = answer
+    if status == done:
+        with recorder.lock:
+            recorder.other[f"next: {task} queue done"] += 1
+        return None
+    return json.loads(body)
+
+
 def reader_client(recorder: Recorder, port: int, token: str, seed: int, think: float) -> None:
     rng = random.Random(seed)
     while recorder.may_send():
         pause(recorder, rng, think)
         task = rng.choice(TASKS)
-        answer = recorder.timed("next", port, "GET", f"/api/reading/next/?task={task}", (200, 204), token=token)
-        if answer is None:
+        item = fetch_next(recorder, port, f"/api/reading/next/?task={task}", task, token, done=204)
+        if item is None:
             continue
-        status, body = answer
-        if status == 204:
-            with recorder.lock:
-                recorder.other[f"next: {task} queue done"] += 1
-            continue
-        item = json.loads(body)
         labels = [label["value"] for label in item["labels"]]
         rating = rng.choices(labels, weights=(0.7, 0.2, 0.1))[0]
         form = {"rating": rating, "rationale": RATIONALE, "form_token": item["form_token"]}
@@ -370,15 +377,9 @@ def label_studio_client(recorder: Recorder, port: int, token: str, seed: int, th
         pause(recorder, rng, think)
         task = rng.choice(TASKS)
         project = projects[task]
-        answer = recorder.timed("next", port, "GET", f"/api/projects/{project}/next", (200, 404), token=token)
-        if answer is None:
+        item = fetch_next(recorder, port, f"/api/projects/{project}/next", task, token, done=404)
+        if item is None:
             continue
-        status, body = answer
-        if status == 404:
-            with recorder.lock:
-                recorder.other[f"next: {task} queue done"] += 1
-            continue
-        item = json.loads(body)
         rating = rng.choices(LABEL_STUDIO_LABELS[task], weights=(0.7, 0.2, 0.1))[0]
         target = LABEL_STUDIO_TEXT[task]
         result = [
