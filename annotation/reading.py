@@ -226,8 +226,8 @@ def next_assignment(
     reader's reserve (consensus.reserve): it is not theirs to be given yet. One query: the inner
     SELECT walks the reader-queue index (reader, study, task, status, queue_order) and stops at the
     first entry; the joins apply to that one row only. The queue's rated count (queue_position) is
-    read along. Written by hand (annotation.rows): it runs on
-    every request for the next item, and the ORM took about 5 ms to compile it.
+    read along. Written by hand (annotation.rows): it runs on every request for the next item, and
+    the ORM took about 5 ms to compile it.
     """
     quote = connection.ops.quote_name
     in_study, params = "", [reader.pk, task, AssignmentStatus.OPEN]
