@@ -47,25 +47,24 @@ def _measure_with_undo_window(pairs: int) -> dict[str, int]:
     """With an undo window (the default), each submit settles the reader's previous rating and routes it."""
     study, _, _ = make_reading_study(pairs=pairs, readers_beyond_initial=1, adjudicators=2)
     Study.objects.filter(pk=study.pk).update(undo_window_seconds=120)
-    examples = list(Example.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:2])
-    reads = [list(e.assignments.select_related("reader").order_by("slot")) for e in examples]
-    first, second = reads[0][0].reader, reads[0][1].reader
+    example = Example.objects.filter(study=study, task=Task.REALISM).order_by("pk").first()
+    reads = list(example.assignments.select_related("reader").order_by("slot"))
+    first, second = reads[0].reader, reads[1].reader
     # Each reader's next read of another example: its submit settles their rating of the first example.
     following = {
         reader: Assignment.objects.filter(reader=reader)
-        .exclude(example__in=examples)
+        .exclude(example=example)
         .select_related("reader", "example")
         .order_by("pk")
         .first()
         for reader in (first, second)
     }
-    rate(reads[0][0], RatingChoice.REALISTIC, "")
-    counts = {"rating, nothing to settle": 0}
-    counts["rating, nothing to settle"] = _queries(lambda: rate(reads[0][1], RatingChoice.REALISTIC, ""))
+    rate(reads[0], RatingChoice.REALISTIC, "")
+    counts = {"rating, nothing to settle": _queries(lambda: rate(reads[1], RatingChoice.REALISTIC, ""))}
     rate(following[first], _agreeing(following[first]), "")  # settles the first read: one settled
     agreeing = _agreeing(following[second])
     counts["rating that settles the second read, consensus"] = _queries(lambda: rate(following[second], agreeing, ""))
-    assert ConsensusLabel.objects.filter(example=examples[0]).exists()
+    assert ConsensusLabel.objects.filter(example=example).exists()
     return counts
 
 
