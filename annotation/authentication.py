@@ -6,6 +6,8 @@ build and compile on every request; this is the same lookup, the same answers an
 once in SQL (tests/annotation/test_authentication.py holds it equal to DRF's).
 """
 
+import functools
+
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils.translation import gettext_lazy as _
@@ -41,11 +43,7 @@ class TokenAuthentication(DRFTokenAuthentication):
         return user, token
 
 
-_SELECTED: dict[tuple[type, str], Selected] = {}
-
-
+@functools.cache
 def _selected(model: type, alias: str) -> Selected:
     """A model's columns under an alias, made once (Selected keeps the model's converters)."""
-    if (model, alias) not in _SELECTED:
-        _SELECTED[model, alias] = Selected(model, alias)
-    return _SELECTED[model, alias]
+    return Selected(model, alias)
