@@ -1,9 +1,10 @@
-"""API token authentication in one hand-written statement.
+"""API token authentication in one hand-written statement, which also reads the user's roles.
 
 Every request of a reader's or judge's program carries its token. DRF's TokenAuthentication finds
 it with the ORM (select_related to the user), whose query costs about a millisecond of Python to
 build and compile on every request; this is the same lookup, the same answers and errors, written
-once in SQL (tests/annotation/test_authentication.py holds it equal to DRF's).
+once in SQL (tests/annotation/test_authentication.py holds it equal to DRF's). Every such request
+then checks the user's roles: they come with the token, so user_roles asks nothing more.
 """
 
 import functools
@@ -14,33 +15,50 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication as DRFTokenAuthentication
 
+from annotation.roles import remember_roles, role_permissions_held
 from annotation.rows import Selected, attach, instances, select_list
 
-_LOOKUP_SQL = "SELECT {columns} FROM {tokens} JOIN {users} ON u.{user_pk} = t.user_id WHERE t.key = %s"
+# One row per role the user holds (ct.app_label, p.codename), or one row with NULLs for none.
+_LOOKUP_SQL = (
+    "SELECT {columns}, ct.app_label, p.codename FROM {tokens} JOIN {users} ON {user_pk} = t.user_id"
+    " LEFT JOIN ({role_tables}) ON {holds_role} WHERE t.key = %s"
+)
 
 
 class TokenAuthentication(DRFTokenAuthentication):
-    """DRF's token authentication ("Authorization: Token <key>"), its lookup by hand-written SQL."""
+    """DRF's token authentication ("Authorization: Token <key>"), its lookup by hand-written SQL, with
+    the user's roles (annotation.roles.user_roles) read along."""
 
     def authenticate_credentials(self, key: str) -> tuple:
         token_part, user_part = _selected(self.get_model(), "t"), _selected(get_user_model(), "u")
-        quote = connection.ops.quote_name
-        statement = _LOOKUP_SQL.format(
-            columns=select_list(connection, token_part, user_part),
-            tokens=token_part.table(connection),
-            users=user_part.table(connection),
-            user_pk=quote(user_part.model._meta.pk.column),
-        )
+        statement, role_params = _lookup(token_part, user_part)
         with connection.cursor() as cursor:
-            cursor.execute(statement, [key])
-            row = cursor.fetchone()
-        if row is None:
+            cursor.execute(statement, [*role_params, key])
+            rows = cursor.fetchall()
+        if not rows:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        token, user = instances(row, connection, token_part, user_part)
+        token, user = instances(rows[0], connection, token_part, user_part)
         attach(token, user=user)
+        remember_roles(user, (row[-2:] for row in rows))
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         return user, token
+
+
+@functools.cache
+def _lookup(token_part: Selected, user_part: Selected) -> tuple[str, list[str]]:
+    """The statement and the roles' parameters (the token's key follows them), written once."""
+    user_pk = f"u.{connection.ops.quote_name(user_part.model._meta.pk.column)}"
+    role_tables, holds_role, role_params = role_permissions_held(user_pk)
+    statement = _LOOKUP_SQL.format(
+        columns=select_list(connection, token_part, user_part),
+        tokens=token_part.table(connection),
+        users=user_part.table(connection),
+        user_pk=user_pk,
+        role_tables=role_tables,
+        holds_role=holds_role,
+    )
+    return statement, role_params
 
 
 @functools.cache

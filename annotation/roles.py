@@ -52,9 +52,17 @@ def user_roles(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
         sql, params = _roles_statement()
         with connection.cursor() as cursor:
             cursor.execute(sql, [*params, user.pk, user.pk])
-            cached = frozenset(_ROLE_OF_CODENAME[(app_label, codename)] for app_label, codename in cursor.fetchall())
-        user.__dict__[ROLE_CACHE] = cached
+            remember_roles(user, cursor.fetchall())
+        cached = user.__dict__[ROLE_CACHE]
     return cached
+
+
+def remember_roles(user: AbstractBaseUser, rows: Iterable[tuple[str | None, str | None]]) -> None:
+    """Keep on the user object, for user_roles, the roles of these (app label, codename) rows of
+    role_permissions_held (a row of NULLs, from an outer join that found none, is no role)."""
+    user.__dict__[ROLE_CACHE] = frozenset(
+        _ROLE_OF_CODENAME[(app_label, codename)] for app_label, codename in rows if codename is not None
+    )
 
 
 _ROLE_OF_CODENAME: dict[tuple[str, str], str] = {
@@ -62,33 +70,41 @@ _ROLE_OF_CODENAME: dict[tuple[str, str], str] = {
 }
 
 
-# The role permissions a user holds through a group or directly, as (app label, codename).
-_ROLES_SQL = """
-SELECT ct.app_label, p.codename
-FROM {permission} p JOIN {content_type} ct ON ct.id = p.content_type_id
-WHERE ({role_permissions})
+_ROLES_SQL = "SELECT ct.app_label, p.codename FROM {tables} WHERE {condition}"
+# A role permission (p, with its content type ct) that the user {user} holds through a group or directly.
+_HOLDS_ROLE = """({role_permissions})
   AND (p.id IN (SELECT gp.permission_id FROM {group_permissions} gp
-                JOIN {user_groups} ug ON ug.group_id = gp.group_id WHERE ug.user_id = %s)
-       OR p.id IN (SELECT up.permission_id FROM {user_permissions} up WHERE up.user_id = %s))
-"""
+                JOIN {user_groups} ug ON ug.group_id = gp.group_id WHERE ug.user_id = {user})
+       OR p.id IN (SELECT up.permission_id FROM {user_permissions} up WHERE up.user_id = {user}))"""
 
 
-@functools.cache
-def _roles_statement() -> tuple[str, list[str]]:
-    """The statement behind user_roles, written once (its tables are Django's own, by name). The ORM's
-    query for the same rows cost about 4 ms of Python to compile, on every request of every reader;
-    this costs none. tests/annotation/test_roles.py holds it equal to has_perm."""
+def role_permissions_held(user: str) -> tuple[str, str, list[str]]:
+    """The role permissions a user holds, for a hand-written statement: (the tables, "permission p JOIN
+    content type ct"; the condition on them; its parameters). user is the SQL of the user's id: a
+    column, or %s (then its value follows the parameters, twice). Select ct.app_label and p.codename
+    and give the rows to remember_roles. The tables are Django's own, by name."""
     user_model = get_user_model()
     table = connection.ops.quote_name
-    sql = _ROLES_SQL.format(
-        permission=table(Permission._meta.db_table),
-        content_type=table(ContentType._meta.db_table),
+    tables = (
+        f"{table(Permission._meta.db_table)} p JOIN {table(ContentType._meta.db_table)} ct ON ct.id = p.content_type_id"
+    )
+    condition = _HOLDS_ROLE.format(
         group_permissions=table(Group.permissions.through._meta.db_table),
         user_groups=table(user_model.groups.through._meta.db_table),
         user_permissions=table(user_model.user_permissions.through._meta.db_table),
         role_permissions=" OR ".join(["(ct.app_label = %s AND p.codename = %s)"] * len(ROLE_PERMISSIONS)),
+        user=user,
     )
-    return sql, [part for codename in ROLE_PERMISSIONS.values() for part in codename.split(".")]
+    return tables, condition, [part for codename in ROLE_PERMISSIONS.values() for part in codename.split(".")]
+
+
+@functools.cache
+def _roles_statement() -> tuple[str, list[str]]:
+    """The statement behind user_roles, written once. The ORM's query for the same rows cost about 4 ms
+    of Python to compile, on every request of every reader; this costs none.
+    tests/annotation/test_roles.py holds it equal to has_perm."""
+    tables, condition, params = role_permissions_held("%s")
+    return _ROLES_SQL.format(tables=tables, condition=condition), params
 
 
 def _role_permissions(prefix: str = "") -> Q:

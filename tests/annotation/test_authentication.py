@@ -1,6 +1,7 @@
-"""The API's token authentication answers exactly as DRF's, in one statement."""
+"""The API's token authentication answers exactly as DRF's, in one statement that also reads the roles."""
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework import exceptions
@@ -9,6 +10,7 @@ from rest_framework.authtoken.models import Token
 
 from annotation.authentication import TokenAuthentication
 from annotation.models import Role
+from annotation.roles import ROLE_PERMISSIONS, user_roles
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db
@@ -53,3 +55,30 @@ def test_the_api_takes_a_token_and_refuses_a_bad_one(client):
     refused = client.get("/api/reading/progress/", HTTP_AUTHORIZATION=f"Token {key[:-1]}x")
     assert refused.status_code == 401
     assert refused["WWW-Authenticate"] == "Token"
+
+
+@pytest.mark.parametrize(
+    "groups, direct",
+    [
+        ((), ()),
+        ((Role.READER,), ()),
+        ((Role.READER, Role.ADJUDICATOR), ()),
+        ((Role.COORDINATOR,), (Role.COORDINATOR, Role.DATA_MANAGER)),  # one role both ways: held once
+        ((), (Role.READER,)),
+    ],
+)
+def test_the_roles_come_with_the_token_and_equal_a_fresh_reading_of_them(groups, direct):
+    user = make_user(*groups)
+    for role in direct:
+        app_label, codename = ROLE_PERMISSIONS[role].split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    key = Token.objects.create(user=user).key
+
+    with CaptureQueriesContext(connection) as captured:
+        found, _ = TokenAuthentication().authenticate_credentials(key)
+        roles = user_roles(found)
+    fresh = type(user).objects.get(pk=user.pk)
+
+    assert len(captured) == 1
+    assert roles == user_roles(fresh) == {*groups, *direct}
+    assert all(fresh.has_perm(ROLE_PERMISSIONS[role]) for role in roles)
