@@ -10,9 +10,10 @@ hold the same rules in the database should anything slip past.
 
 import logging
 import uuid
+import weakref
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
@@ -242,7 +243,8 @@ def submit_annotation(
     """Store a reader's rating of their own open assignment; route the example once it settles.
 
     It settles at once when the study's undo window is 0, else at the reader's next submit (this
-    function settles their previous rating first) or at its settle_by (settle_due_ratings). The
+    function settles their previous rating first) or by the worker once its settle_by has passed
+    (settle_due_ratings). The
     same form_token twice (a double click, a retry, concurrent requests) stores one
     annotation and answers every call with it. Another submission of an assignment that is
     already rated raises AlreadySubmitted. With require_shown, an assignment that was never
@@ -945,22 +947,45 @@ def _was_taken_back(assignment: Assignment, form_token: uuid.UUID) -> bool:
 
 
 def _enqueue_settlement(settle_by: datetime) -> None:
-    """Have the worker settle the ratings due at settle_by (a failure to queue is logged: the next
-    rating's task, the reader's next submit or `manage.py settle_ratings` settles them)."""
+    """Have the worker settle the ratings due by settle_by, at the end of that second: one task per second
+    of deadlines, not one per rating (a failure to queue is logged: the next rating's task, the
+    reader's next submit or `manage.py settle_ratings` settles them).
+
+    At a study's pace of ratings, one task each would add a queued row to every submit and a run of
+    the worker (that finds nothing to do, the reader's next submit having settled it) per rating.
+    """
     from consensus.tasks import settle_ratings_task
 
+    run_after = settlement_run_after(settle_by)
     try:
-        settle_ratings_task.using(run_after=settle_by).enqueue()
+        backend = settle_ratings_task.get_backend()
+        if _settlement_queued.get(backend) == run_after:
+            return  # this process has queued that second's task
+        settle_ratings_task.using(run_after=run_after).enqueue()
     except Exception:
         logger.exception("Could not queue the settlement of the ratings due at %s", settle_by.isoformat())
+    else:
+        _settlement_queued[backend] = run_after
+
+
+def settlement_run_after(settle_by: datetime) -> datetime:
+    """When the worker settles a rating due at settle_by: at the next whole second (settle_by itself
+    if it is one)."""
+    whole = settle_by.replace(microsecond=0)
+    return whole if whole == settle_by else whole + timedelta(seconds=1)
+
+
+# The last settlement each task backend (each thread has its own) was given by this process.
+_settlement_queued: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def settle_due_ratings(*, now: datetime | None = None) -> int:
     """Settle every rating whose undo window has closed and route its example. Returns how many.
 
-    The worker runs it at each rating's settle_by (consensus.tasks), `manage.py settle_ratings` on
-    demand. Each rating settles in its own transaction under its example's lock; one its reader
-    took back, or that settled meanwhile (their next submit, a second worker), is left alone.
+    The worker runs it at the end of the second of each rating's settle_by (consensus.tasks),
+    `manage.py settle_ratings` on demand. Each rating settles in its own transaction under its
+    example's lock; one its reader took back, or that settled meanwhile (their next submit, a second
+    worker), is left alone.
     """
     now = now or timezone.now()
     due = list(

@@ -7,7 +7,7 @@ from consensus.services import settle_due_ratings
 
 @task()
 def settle_ratings_task() -> dict:
-    """Settle the ratings whose undo window has closed (queued by each rating for its settle_by).
+    """Settle the ratings whose undo window has closed (queued for the end of the second of a rating's settle_by).
 
     It settles every due rating, not only the one that queued it, so a task that was lost or ran
     late is made up for by the next.

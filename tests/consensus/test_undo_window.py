@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.tasks import default_task_backend
+from django.test import TestCase, override_settings
 from django.utils import timezone
 
 from annotation.models import (
@@ -33,6 +34,7 @@ from consensus.services import (
     SubmissionRefused,
     UndoRefused,
     settle_due_ratings,
+    settlement_run_after,
     show_assignment,
     submit_annotation,
     undo_last_rating,
@@ -407,18 +409,47 @@ def test_the_notice_names_the_item_and_label_and_counts_down(study):
     assert saved_notice(first.reader, now=_later()) is None
 
 
-def test_each_rating_queues_the_workers_settlement_at_its_deadline(study, django_capture_on_commit_callbacks):
-    default_task_backend.clear()
+def test_the_ratings_due_in_one_second_share_one_settlement_task_at_its_end(study, monkeypatch):
     example = _equivalence(study)
-    first, _ = _reads(example)
+    first, second = _reads(example)
+    third = (
+        Assignment.objects.filter(example__study=study, status=AssignmentStatus.OPEN)
+        .exclude(reader__in=[first.reader, second.reader])
+        .select_related("reader", "example__study")
+        .first()
+    )
+    clock = [timezone.now().replace(microsecond=100_000)]
+    monkeypatch.setattr(timezone, "now", lambda: clock[0])
+    dummy = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": ["default"]}}
 
-    with django_capture_on_commit_callbacks(execute=True):
-        annotation = _rate(first)
+    with override_settings(TASKS=dummy):  # a backend of its own: nothing queued by this process yet
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            one = _rate(first)
+        clock[0] += timedelta(milliseconds=500)
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            two = _rate(second)
+        clock[0] += timedelta(milliseconds=600)  # the next second
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            three = _rate(third)
+        queued = [result.task for result in default_task_backend.results]
 
-    [queued] = default_task_backend.results
-    assert queued.task.name == settle_ratings_task.name
-    assert queued.task.run_after == annotation.settle_by
-    default_task_backend.clear()
+    end = one.settle_by.replace(microsecond=0) + timedelta(seconds=1)
+    assert one.settle_by < two.settle_by < end < three.settle_by
+    assert [(task.name, task.run_after) for task in queued] == [
+        (settle_ratings_task.name, end),
+        (settle_ratings_task.name, end + timedelta(seconds=1)),
+    ]
+    # The first task, run when it is due, settles both ratings due in its second, not the third.
+    clock[0] = end
+    assert settle_ratings_task.call() == {"settled": 2}
+    clock[0] = end + timedelta(seconds=1)
+    assert settle_ratings_task.call() == {"settled": 1}
+
+
+def test_a_deadline_on_a_whole_second_is_its_own_settlement_time():
+    deadline = timezone.now().replace(microsecond=0)
+    assert settlement_run_after(deadline) == deadline
+    assert settlement_run_after(deadline + timedelta(microseconds=1)) == deadline + timedelta(seconds=1)
 
 
 def test_the_worker_task_and_the_command_settle_what_is_due(study, capsys):
@@ -492,6 +523,9 @@ def test_a_settlement_that_cannot_be_queued_is_logged_and_the_rating_kept(
     study, monkeypatch, caplog, django_capture_on_commit_callbacks
 ):
     class QueueDown:
+        def get_backend(self):
+            return settle_ratings_task.get_backend()
+
         def using(self, **options):
             raise ConnectionError("the task queue is down")
 
