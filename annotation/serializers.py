@@ -3,30 +3,9 @@ from rest_framework import serializers
 from annotation.models import (
     CREATED_SETTINGS,
     GUIDE_MAX_LENGTH,
-    RATIONALE_MAX_LENGTH,
-    CandidatePair,
     Dataset,
-    RatingChoice,
     Study,
 )
-from consensus.conflicts import ROW_HIDDEN
-
-
-class MaskedRowSerializer(serializers.Serializer):
-    """A list row that is masked when its pair is hidden from the caller (row.hidden, set by
-    consensus.conflicts.mark_hidden): then it is only {"hidden": true, "detail": ...}."""
-
-    hidden = serializers.SerializerMethodField(
-        help_text="True: you still have to rate this row's pair; the row has no other field than detail."
-    )
-
-    def get_hidden(self, row: object) -> bool:
-        return getattr(row, "hidden", False)
-
-    def to_representation(self, instance: object) -> dict:
-        if getattr(instance, "hidden", False):
-            return {"hidden": True, "detail": ROW_HIDDEN}
-        return super().to_representation(instance)
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -73,32 +52,6 @@ class DatasetSerializer(serializers.ModelSerializer):
     class Meta:
         model = Dataset
         fields = ["key", "name", "study_id_prefix", "numeric_study_ids"]
-
-
-class CandidatePairSerializer(MaskedRowSerializer, serializers.ModelSerializer):
-    id = serializers.UUIDField(source="public_id", read_only=True)
-    dataset = serializers.CharField(source="dataset.key")
-    study_id = serializers.CharField(source="source_study_id")
-    reref_variation = serializers.CharField(source="variation.key")
-
-    class Meta:
-        model = CandidatePair
-        fields = [
-            "id",
-            "dataset",
-            "study_id",
-            "reref_variation",
-            "verdict",
-            "sampled",
-            "indication",
-            "comparison",
-            "technique",
-            "original_findings",
-            "original_impression",
-            "alternative_findings",
-            "alternative_impression",
-            "hidden",
-        ]
 
 
 class SummaryRowSerializer(serializers.Serializer):
@@ -207,36 +160,6 @@ class ReadingItemSerializer(serializers.Serializer):
     rationale = serializers.CharField(allow_null=True)
 
 
-class RatingRequestSerializer(serializers.Serializer):
-    rating = serializers.ChoiceField(choices=RatingChoice.choices)
-    rationale = serializers.CharField(
-        allow_blank=True,
-        required=False,
-        default="",
-        max_length=RATIONALE_MAX_LENGTH,
-        error_messages={"max_length": f"The rationale is longer than {RATIONALE_MAX_LENGTH:,} characters. Shorten it."},
-    )
-    form_token = serializers.UUIDField()
-
-
-class RatingResultSerializer(serializers.Serializer):
-    rating = serializers.CharField()
-    rationale = serializers.CharField(allow_blank=True)
-    created = serializers.BooleanField(help_text="False when this form token had already been stored.")
-    next = serializers.UUIDField(allow_null=True, help_text="The next open assignment of this queue.")
-    undo_seconds = serializers.IntegerField(
-        help_text="For how many more seconds you can take this rating back (POST /api/reading/undo/), unless you "
-        "submit another rating first; 0 once it has settled (or when the study's undo is off)."
-    )
-
-
-class UndoResultSerializer(serializers.Serializer):
-    id = serializers.UUIDField(help_text="The assignment, open again and first in its queue: fetch it to rate it.")
-    rating = serializers.CharField(help_text="The rating you took back.")
-    rationale = serializers.CharField(allow_blank=True, help_text="Its rationale.")
-    detail = serializers.CharField()
-
-
 class QueueSerializer(serializers.Serializer):
     study = serializers.CharField(source="study_slug")
     study_name = serializers.CharField()
@@ -245,11 +168,6 @@ class QueueSerializer(serializers.Serializer):
     waiting = serializers.BooleanField(
         help_text="Whether an item waits for you now. More may come later, as the study goes on."
     )
-
-
-class RatingErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    field = serializers.CharField(allow_null=True)
 
 
 # --- The reader guide and the practice round -----------------------------------------------------
@@ -278,64 +196,6 @@ class StudyGuideSerializer(serializers.Serializer):
     created = serializers.BooleanField(required=False, help_text="POST: whether a new version was made.")
     versions = GuideVersionSerializer(many=True)
     confirmations = ConfirmationSerializer(many=True)
-
-
-class ChangedLineSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["added", "removed", "same"])
-    text = serializers.CharField(allow_blank=True)
-
-
-class ReaderGuideSerializer(serializers.Serializer):
-    study = serializers.CharField()
-    version = serializers.IntegerField()
-    text = serializers.CharField()
-    html = serializers.CharField()
-    confirmed_version = serializers.IntegerField(allow_null=True)
-    needs_confirmation = serializers.BooleanField()
-    changes = ChangedLineSerializer(many=True, allow_null=True, help_text="Since the version you confirmed.")
-
-
-class ConfirmGuideRequestSerializer(serializers.Serializer):
-    study = serializers.SlugField(max_length=64)
-    version = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
-
-
-class ConfirmGuideResultSerializer(serializers.Serializer):
-    study = serializers.CharField()
-    version = serializers.IntegerField()
-    confirmed_at = serializers.DateTimeField()
-    created = serializers.BooleanField()
-
-
-class PendingStepSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    required = serializers.ChoiceField(choices=["guide", "practice"])
-    study = serializers.CharField()
-    task = serializers.CharField()
-
-
-class PracticeItemSerializer(serializers.Serializer):
-    """A practice item exactly as a real item is shown (same blinding), plus how many remain."""
-
-    id = serializers.UUIDField()
-    practice = serializers.BooleanField()
-    task = serializers.CharField()
-    question = serializers.CharField()
-    remaining = serializers.IntegerField(help_text="Practice items of this task still to rate, this one included.")
-    context = serializers.DictField(child=serializers.CharField(allow_blank=True))
-    reports = ShownReportSerializer(many=True)
-    labels = ShownLabelSerializer(many=True)
-    form_token = serializers.UUIDField()
-
-
-class PracticeResultSerializer(serializers.Serializer):
-    rating = serializers.CharField()
-    rationale = serializers.CharField(allow_blank=True)
-    reference_rating = serializers.CharField()
-    explanation = serializers.CharField()
-    agrees = serializers.BooleanField()
-    created = serializers.BooleanField()
-    remaining = serializers.IntegerField(help_text="Practice items of this task still to rate.")
 
 
 class PracticeImportResultSerializer(serializers.Serializer):

@@ -99,7 +99,7 @@ class GeneratedStudy:
 def _text_templates() -> dict[tuple[str, str], list[dict]]:
     """The demo study's pairs by (dataset, variation): short realistic texts for every cell."""
     by_cell: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    with open(ROOT / "annotation" / "demo" / "pairs.jsonl", encoding="utf-8") as lines:
+    with open(ROOT / "reading" / "demo" / "pairs.jsonl", encoding="utf-8") as lines:
         for line in lines:
             row = json.loads(line)
             by_cell[(row["dataset"], row["reref_variation"])].append(row)

@@ -35,7 +35,7 @@ HEDGES = ("Possibly ", "Likely ", "Cannot exclude that ", "It is probable that "
 
 def _sentences() -> list[str]:
     found = []
-    with open(ROOT / "annotation" / "demo" / "pairs.jsonl", encoding="utf-8") as lines:
+    with open(ROOT / "reading" / "demo" / "pairs.jsonl", encoding="utf-8") as lines:
         for line in lines:
             row = json.loads(line)
             for field in ("original_findings", "original_impression", "alternative_findings"):

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "exports",
     "analysis",
     "judges",
+    "reading",
 ]
 
 MIDDLEWARE = [

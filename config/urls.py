@@ -13,6 +13,7 @@ from annotation import views as annotation_views
 from consensus import api as consensus_api
 from exports import api as exports_api
 from judges import api as judges_api
+from reading import api as reading_api
 
 
 def built_on_first_request(build: Callable[[], Callable]) -> Callable:
@@ -50,13 +51,14 @@ router = DefaultRouter()
 router.include_format_suffixes = False
 router.register("studies", annotation_api.StudyViewSet, basename="study")
 router.register("datasets", annotation_api.DatasetViewSet, basename="dataset")
-router.register("reading", annotation_api.ReadingViewSet, basename="reading")
+router.register("reading", reading_api.ReadingViewSet, basename="reading")
 # The data manager's API: queue release builds, follow them, download the zip.
 router.register(r"studies/(?P<slug>[^/.]+)/releases", exports_api.StudyReleaseViewSet, basename="study-release")
 router.register("releases", exports_api.ReleaseViewSet, basename="release")
 
 # The coordinator's API (consensus routing): plain views, named api_<what>.
 coordination_api = [
+    path("studies/<slug:slug>/pairs/", consensus_api.StudyPairsView.as_view(), name="study-pairs"),
     path("studies/<slug:slug>/progress/", consensus_api.StudyProgressView.as_view(), name="api_study_progress"),
     path("studies/<slug:slug>/workload/", consensus_api.StudyWorkloadView.as_view(), name="api_study_workload"),
     path("studies/<slug:slug>/unrouted/", consensus_api.StudyUnroutedView.as_view(), name="api_study_unrouted"),
@@ -118,6 +120,7 @@ urlpatterns = [
     path("", include("analysis.urls")),
     path("", include("judges.urls")),
     path("", include("annotation.urls")),
+    path("", include("reading.urls")),
 ]
 
 # Under /api/ Django's own error pages answer JSON too (an unknown URL, a refused body, a crash).

@@ -9,14 +9,15 @@ import uuid
 
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.models import Annotation, Assignment, Example, Study, StudyMember
+from annotation.models import Annotation, Assignment, CandidatePair, Example, Study, StudyMember, Verdict
 from annotation.permissions import IsCoordinator
 from annotation.roles import enrolment_warning, user_roles
 from annotation.serializers import DetailSerializer
@@ -29,7 +30,7 @@ from consensus.assignment import (
     reassign_assignment,
     withdraw_assignment,
 )
-from consensus.conflicts import PAIR_HIDDEN, is_hidden_from
+from consensus.conflicts import PAIR_HIDDEN, hidden_pair_ids, is_hidden_from, mark_hidden
 from consensus.services import NoSuchWork, SubmissionRefused, void_annotation
 
 REFUSED = OpenApiResponse(DetailSerializer, description="Refused by the protocol or the study's settings.")
@@ -48,6 +49,27 @@ class CoordinatorView(APIView):
         """403 if the example's pair is hidden from the caller: they still have to rate it."""
         if is_hidden_from(request.user, example.pair_id):
             raise PermissionDenied(PAIR_HIDDEN)
+
+
+class StudyPairsView(CoordinatorView, GenericAPIView):
+    @extend_schema(
+        tags=["studies"],
+        parameters=[
+            OpenApiParameter("verdict", str, enum=Verdict.values),
+            OpenApiParameter("sampled", bool),
+        ],
+        responses={200: serializers.CandidatePairSerializer(many=True)},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        """The study's candidate pairs, paginated. A pair you still have to rate is masked: {"hidden": true, ...}."""
+        study = get_object_or_404(Study, slug=slug)
+        pairs = CandidatePair.objects.filter(study=study).select_related("dataset", "variation")
+        if verdict := request.query_params.get("verdict"):
+            pairs = pairs.filter(verdict=verdict)
+        if (sampled := request.query_params.get("sampled")) is not None:
+            pairs = pairs.filter(sampled=sampled.lower() in ("1", "true", "yes"))
+        page = mark_hidden(self.paginate_queryset(pairs), hidden_pair_ids(request.user, study), "pk")
+        return self.get_paginated_response(serializers.CandidatePairSerializer(page, many=True).data)
 
 
 class StudyProgressView(CoordinatorView):

@@ -147,7 +147,7 @@ def _release(
 def release_read(assignment: Assignment) -> bool:
     """Give one read held in its reader's reserve to them now, at a random place after their first
     open item, as a release from the reserve places it; whether it was held. For the demo, which reads
-    one example to a split before anybody reads (annotation.management.commands.load_demo)."""
+    one example to a split before anybody reads (reading.management.commands.load_demo)."""
     study = Study.objects.get(pk=assignment.study_id)
     with transaction.atomic(), queues.counting():
         first_open = first_open_place(assignment.reader_id, study.pk, assignment.task)

@@ -7,9 +7,53 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from annotation.models import Assignment, AuditEvent, Example, MemberRole, Study, Task
-from annotation.serializers import MaskedRowSerializer
+from annotation.models import Assignment, AuditEvent, CandidatePair, Example, MemberRole, Study, Task
+from consensus.conflicts import ROW_HIDDEN
 from consensus.progress import WaitingFor, waiting_for
+
+
+class MaskedRowSerializer(serializers.Serializer):
+    """A list row that is masked when its pair is hidden from the caller (row.hidden, set by
+    consensus.conflicts.mark_hidden): then it is only {"hidden": true, "detail": ...}."""
+
+    hidden = serializers.SerializerMethodField(
+        help_text="True: you still have to rate this row's pair; the row has no other field than detail."
+    )
+
+    def get_hidden(self, row: object) -> bool:
+        return getattr(row, "hidden", False)
+
+    def to_representation(self, instance: object) -> dict:
+        if getattr(instance, "hidden", False):
+            return {"hidden": True, "detail": ROW_HIDDEN}
+        return super().to_representation(instance)
+
+
+class CandidatePairSerializer(MaskedRowSerializer, serializers.ModelSerializer):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    dataset = serializers.CharField(source="dataset.key")
+    study_id = serializers.CharField(source="source_study_id")
+    reref_variation = serializers.CharField(source="variation.key")
+
+    class Meta:
+        model = CandidatePair
+        fields = [
+            "id",
+            "dataset",
+            "study_id",
+            "reref_variation",
+            "verdict",
+            "sampled",
+            "indication",
+            "comparison",
+            "technique",
+            "original_findings",
+            "original_impression",
+            "alternative_findings",
+            "alternative_impression",
+            "hidden",
+        ]
+
 
 # --- Read ---------------------------------------------------------------------------------------
 

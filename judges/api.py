@@ -1,6 +1,6 @@
 """The judge's side of the reader API, and the coordinator's enrolment endpoint.
 
-annotation.api's ReadingViewSet hands a judge's requests to the functions below: the same
+reading.api's ReadingViewSet hands a judge's requests to the functions below: the same
 routes, the same serializers and the same blinded payload (annotation.reading.reading_item),
 built from the judge's own queue. Nothing here routes or counts for people. A judge enrolled to
 practise meets the study's guide and practice round first, exactly as a reader does.
@@ -64,7 +64,7 @@ def _step_refusal(request: Request, read: JudgeRead) -> Response | None:
 
 
 class JudgeReads:
-    """An automated judge's side of the reader API (annotation.api.ReadingViewSet chooses it for a
+    """An automated judge's side of the reader API (reading.api.ReadingViewSet chooses it for a
     judge's request): its own queue of judge reads, the same blinded payloads, ratings stored and
     audited but never routed, and never taken back."""
 

@@ -1,6 +1,6 @@
 """Enrolling automated judges and storing their ratings: never routed, never counted for people.
 
-A judge reads through the reader API (annotation.api), which hands a judge's requests to the
+A judge reads through the reader API (reading.api), which hands a judge's requests to the
 functions here: the same blinded payloads as a radiologist's client, built by the same code
 (annotation.reading), from the judge's own queue (JudgeRead). Nothing here touches an
 assignment, an annotation, a consensus, an example's state or the readers' queue counters.

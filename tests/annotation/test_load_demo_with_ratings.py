@@ -9,7 +9,7 @@ from django.db import transaction
 from django.tasks import default_task_backend
 from django.test import override_settings
 
-from annotation.management.commands.load_demo import (
+from reading.management.commands.load_demo import (
     DEMO_USERS,
     RATIONALES,
     TO_READ_SLUG,

@@ -502,7 +502,7 @@ def reading_summary(study: Study, *, simulated: dict[str, int]) -> str:
 
 
 def load_demo_guide(study: Study) -> str:
-    """Give the demo study its reader guide (annotation/demo/guide.md), unless it has a guide already
+    """Give the demo study its reader guide (reading/demo/guide.md), unless it has a guide already
     (a coordinator's later version is kept). Readers confirm it before their first item."""
     if study.guide_number:
         return f"The demo study's guide is at version {study.guide_number}; left as it is."
