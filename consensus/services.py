@@ -29,6 +29,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 from django.db.transaction import TransactionManagementError
+from django.tasks import task
 from django.utils import timezone
 
 from annotation import queues
@@ -954,8 +955,6 @@ def _enqueue_settlement(settle_by: datetime) -> None:
     At a study's pace of ratings, one task each would add a queued row to every submit and a run of
     the worker (that finds nothing to do, the reader's next submit having settled it) per rating.
     """
-    from consensus.tasks import settle_ratings_task
-
     run_after = settlement_run_after(settle_by)
     try:
         backend = settle_ratings_task.get_backend()
@@ -982,7 +981,7 @@ _settlement_queued: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def settle_due_ratings(*, now: datetime | None = None) -> int:
     """Settle every rating whose undo window has closed and route its example. Returns how many.
 
-    The worker runs it at the end of the second of each rating's settle_by (consensus.tasks),
+    The worker runs it at the end of the second of each rating's settle_by (settle_ratings_task),
     `manage.py settle_ratings` on demand. Each rating settles in its own transaction under its
     example's lock; one its reader took back, or that settled meanwhile (their next submit, a second
     worker), is left alone.
@@ -998,6 +997,16 @@ def settle_due_ratings(*, now: datetime | None = None) -> int:
         with transaction.atomic(), queues.counting():
             settled += _settle(annotation_pk, lock_example(example_pk), now=now, due_only=True)
     return settled
+
+
+@task()
+def settle_ratings_task() -> dict:
+    """Settle the ratings whose undo window has closed (queued for the end of the second of a rating's settle_by).
+
+    It settles every due rating, not only the one that queued it, so a task that was lost or ran
+    late is made up for by the next. Run by `manage.py db_worker` (the worker that builds releases).
+    """
+    return {"settled": settle_due_ratings()}
 
 
 @dataclass(frozen=True)

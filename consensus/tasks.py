@@ -1,15 +1,8 @@
-"""Settling ratings on Django's Tasks framework, run by `manage.py db_worker` (the worker that builds releases)."""
+"""The settlement task's former address: the task is consensus.services.settle_ratings_task.
 
-from django.tasks import task
+A queued task is stored under the dotted path of its function, and the worker (django_tasks_db)
+imports that path when it runs it. Settlements queued before the task moved are stored as
+consensus.tasks.settle_ratings_task: this name keeps them running. Nothing else imports it.
+"""
 
-from consensus.services import settle_due_ratings
-
-
-@task()
-def settle_ratings_task() -> dict:
-    """Settle the ratings whose undo window has closed (queued for the end of the second of a rating's settle_by).
-
-    It settles every due rating, not only the one that queued it, so a task that was lost or ran
-    late is made up for by the next.
-    """
-    return {"settled": settle_due_ratings()}
+from consensus.services import settle_ratings_task as settle_ratings_task

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.tasks import default_task_backend
 from django.test import TestCase, override_settings
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from annotation.models import (
     Annotation,
@@ -34,13 +35,13 @@ from consensus.services import (
     SubmissionRefused,
     UndoRefused,
     settle_due_ratings,
+    settle_ratings_task,
     settlement_run_after,
     show_assignment,
     submit_annotation,
     undo_last_rating,
     void_annotation,
 )
-from consensus.tasks import settle_ratings_task
 from exports.services import build_release
 from tests.factories import make_reading_study, make_user
 
@@ -467,6 +468,21 @@ def test_the_worker_task_and_the_command_settle_what_is_due(study, capsys):
     assert example.state == ExampleState.CONSENSUS
 
 
+def test_a_settlement_queued_under_the_tasks_former_path_still_runs(study):
+    example = _equivalence(study)
+    first, second = _reads(example)
+    _rate(first)
+    _rate(second)
+    Annotation.objects.filter(example=example).update(settle_by=timezone.now() - timedelta(seconds=1))
+    # A row queued before the task moved to consensus.services; the worker imports its task_path.
+    queued = DBTaskResult(
+        task_path="consensus.tasks.settle_ratings_task", backend_name="default", args_kwargs={"args": [], "kwargs": {}}
+    )
+
+    assert queued.task.func is settle_ratings_task.func
+    assert queued.task.call() == {"settled": 2}
+
+
 def test_the_release_and_the_counts_ignore_undone_and_unsettled_ratings(study, tmp_path):
     example = _equivalence(study)
     first, second = _reads(example)
@@ -529,7 +545,7 @@ def test_a_settlement_that_cannot_be_queued_is_logged_and_the_rating_kept(
         def using(self, **options):
             raise ConnectionError("the task queue is down")
 
-    monkeypatch.setattr("consensus.tasks.settle_ratings_task", QueueDown())
+    monkeypatch.setattr("consensus.services.settle_ratings_task", QueueDown())
     first, _ = _reads(_equivalence(study))
 
     with django_capture_on_commit_callbacks(execute=True):
