@@ -45,16 +45,16 @@ ROUTING = [
     "tests/consensus/test_routing_properties.py",
     # The undo window: ratings settle, are taken back, and only settled ones are routed.
     "tests/consensus/test_undo_window.py",
-    "tests/annotation/test_reading_undo.py",
+    "tests/reading/test_reading_undo.py",
     "tests/annotation/test_undo_blinding.py",
     "tests/consensus/test_eligible_adjudicators.py",
     # Withdrawing a read (by hand; the routing module does the work).
     "tests/consensus/test_manual_assignment.py",
     # The adjudicator's own showing and A/B coin.
-    "tests/annotation/test_adjudication_page.py",
+    "tests/reading/test_adjudication_page.py",
     # A rating of an item never shown is refused (the web page and the API).
-    "tests/annotation/test_reading_page.py",
-    "tests/annotation/test_reader_api.py",
+    "tests/reading/test_reading_page.py",
+    "tests/reading/test_reader_api.py",
     # Where a routed read goes in its reader's queue (create_routed_assignment).
     "tests/annotation/test_third_read_blinding.py",
     # A rating records the version of the reader guide its reader confirmed.
@@ -71,6 +71,8 @@ MODULES: dict[str, list[str]] = {
     "annotation/roles.py": [
         *PERMISSIONS,
         "tests/annotation/test_roles.py",
+        # The token's lookup reads the roles along (role_permissions_held, remember_roles).
+        "tests/annotation/test_authentication.py",
         "tests/annotation/test_create_user.py",
         "tests/consensus/test_conflicts.py",
         "tests/judges/test_judge_reading.py",
@@ -100,19 +102,19 @@ MODULES: dict[str, list[str]] = {
     "annotation/queues.py": [
         "tests/annotation/test_queue_counters.py",
         "tests/consensus/test_assign_readers.py",
-        "tests/annotation/test_reader_api_next_order.py",
+        "tests/reading/test_reader_api_next_order.py",
         "tests/consensus/test_routing_properties.py",
     ],
     # What a reader is shown.
     "annotation/reading.py": [
         "tests/annotation/test_blinding.py",
         "tests/annotation/test_third_read_blinding.py",
-        "tests/annotation/test_reading_page.py",
-        "tests/annotation/test_reader_api.py",
-        "tests/annotation/test_reader_api_next_order.py",
-        "tests/annotation/test_reader_home.py",
-        "tests/annotation/test_reading_state.py",
-        "tests/annotation/test_reading_undo.py",
+        "tests/reading/test_reading_page.py",
+        "tests/reading/test_reader_api.py",
+        "tests/reading/test_reader_api_next_order.py",
+        "tests/reading/test_reader_home.py",
+        "tests/reading/test_reading_state.py",
+        "tests/reading/test_reading_undo.py",
         "tests/annotation/test_undo_blinding.py",
         "tests/consensus/test_undo_window.py",
     ],
