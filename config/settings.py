@@ -58,6 +58,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: a load balancer's /healthz is answered before the host check and the HTTPS redirect.
+    "config.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -189,6 +191,9 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["d
 RELEASES_DIR = Path(env_str("READINGROOM_RELEASES_DIR", str(BASE_DIR / "releases")))
 # Study results (tables, figures, the download) are computed by the same worker and kept here.
 RESULTS_DIR = Path(env_str("READINGROOM_RESULTS_DIR", str(BASE_DIR / "results")))
+# The files the application keeps, by Django's storage API (/healthz checks that each is reachable).
+STORAGES["releases"] = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": RELEASES_DIR}}
+STORAGES["results"] = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": RESULTS_DIR}}
 
 # Security headers. Production sits behind TLS; the secure defaults follow DEBUG.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)
