@@ -23,7 +23,7 @@ from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
 from analysis.sensitivity_report import attach
 from analysis.services import RESULTS_SEED, Scope, data_version, scope_dir
 from annotation.models import Study
-from exports.services import zip_release
+from exports.building import zip_release
 
 
 def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:

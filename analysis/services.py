@@ -37,7 +37,7 @@ from analysis.names import SCHEMA, metrics_version
 from annotation.importing import ImportProblem, ImportRejected
 from annotation.models import AuditAction, AuditEvent, CandidatePair, Dataset, Study
 from exports import models as release_models
-from exports.services import fail_task_result, tasks_taken_and_dropped
+from exports.recovery import fail_task_result, tasks_taken_and_dropped
 
 logger = logging.getLogger("readingroom.analysis")
 

@@ -60,6 +60,19 @@ ROUTING = [
     # A rating records the version of the reader guide its reader confirmed.
     "tests/annotation/test_guide.py",
 ]
+RELEASES = [
+    "tests/exports/test_build_release.py",
+    "tests/exports/test_release_build_steps.py",
+    "tests/exports/test_release_task.py",
+    "tests/exports/test_release_recovery.py",
+    "tests/exports/test_release_versions.py",
+    "tests/exports/test_release_retry_delete.py",
+    "tests/exports/test_release_api.py",
+    "tests/exports/test_release_page.py",
+    "tests/exports/test_release_guide_and_practice.py",
+    "tests/exports/test_release_snapshot.py",
+    "tests/judges/test_release_judges.py",
+]
 
 # Module -> the tests that guard it. mutmut runs, for each mutant, only those of them that
 # call the mutated function.
@@ -125,18 +138,16 @@ MODULES: dict[str, list[str]] = {
         # export_release: the folder instead of a zip, its progress bar and report.
         "tests/exports/test_build_release.py",
     ],
-    "exports/services.py": [
-        "tests/exports/test_build_release.py",
-        "tests/exports/test_release_build_steps.py",
-        "tests/exports/test_release_task.py",
+    # Requesting, retrying and deleting a build.
+    "exports/services.py": RELEASES,
+    # The release files.
+    "exports/building.py": RELEASES,
+    # Builds whose worker died, and the queue's records of their tasks (the results' too).
+    "exports/recovery.py": [
         "tests/exports/test_release_recovery.py",
-        "tests/exports/test_release_versions.py",
+        "tests/exports/test_release_task.py",
         "tests/exports/test_release_retry_delete.py",
-        "tests/exports/test_release_api.py",
-        "tests/exports/test_release_page.py",
-        "tests/exports/test_release_guide_and_practice.py",
-        "tests/exports/test_release_snapshot.py",
-        "tests/judges/test_release_judges.py",
+        "tests/analysis/test_results_recovery.py",
     ],
 }
 

@@ -20,15 +20,10 @@ from annotation.models import Study
 from annotation.permissions import IsDataManager
 from annotation.serializers import DetailSerializer
 from exports import serializers
+from exports.building import ReleaseRefused
 from exports.models import Release, ReleaseStatus
-from exports.services import (
-    ReleaseConflict,
-    ReleaseRefused,
-    delete_release,
-    fail_stale_releases,
-    request_release,
-    retry_release,
-)
+from exports.recovery import fail_stale_releases
+from exports.services import ReleaseConflict, delete_release, request_release, retry_release
 from exports.views import zip_response
 
 TAGS = ["releases"]

@@ -13,17 +13,17 @@ from django.db import connection, connections
 from django.tasks import task
 from django.utils import timezone
 
-from exports.models import HEARTBEAT_INTERVAL, Release, ReleaseStatus
-from exports.services import (
+from exports.building import (
     Progress,
     ReleaseRefused,
     ReleaseSummary,
     build_dir,
     build_release,
-    fail_stale_releases,
     remove_build_files,
     zip_release,
 )
+from exports.models import HEARTBEAT_INTERVAL, Release, ReleaseStatus
+from exports.recovery import fail_stale_releases
 
 logger = logging.getLogger("readingroom.exports")
 

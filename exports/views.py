@@ -10,13 +10,13 @@ from django.views.decorators.http import require_POST
 
 from annotation.decorators import role_required
 from annotation.models import Role, Study
+from exports.building import ReleaseRefused
 from exports.forms import ReleaseForm
 from exports.models import Release, ReleaseStatus
+from exports.recovery import fail_stale_releases
 from exports.services import (
     ReleaseConflict,
-    ReleaseRefused,
     delete_release,
-    fail_stale_releases,
     request_release,
     retry_release,
     studies_with_last_release,

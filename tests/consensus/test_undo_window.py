@@ -42,7 +42,7 @@ from consensus.services import (
     undo_last_rating,
     void_annotation,
 )
-from exports.services import build_release
+from exports.building import build_release
 from tests.factories import make_reading_study, make_user
 
 pytestmark = pytest.mark.django_db

@@ -49,8 +49,8 @@ from consensus.assignment import assign_readers
 from consensus.models import Adjudication, ConsensusLabel, LabelSource
 from consensus.services import submit_adjudication, void_annotation
 from exports import rows as release_rows
+from exports.building import ReleaseRefused, build_release, zip_release
 from exports.models import Release, ReleaseStatus
-from exports.services import ReleaseRefused, build_release, zip_release
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate, rate_open_reads
 from tests.replay import build_published_replay
 

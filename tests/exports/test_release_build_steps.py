@@ -6,8 +6,8 @@ import pytest
 
 from annotation.models import Annotation, Example, RatingChoice, Role, Study, Task
 from consensus.services import void_annotation
-from exports import services
-from exports.services import build_release
+from exports import building
+from exports.building import build_release
 from tests.factories import make_reading_study, make_user, rate_open_reads
 
 pytestmark = pytest.mark.django_db
@@ -65,7 +65,7 @@ def test_the_progress_steps_file_by_file_and_counts_no_voided_or_unsettled_ratin
 def test_the_progress_advances_every_chunk_of_a_full_file(tmp_path, monkeypatch):
     # A full file of a real study runs to tens of thousands of rows: its progress moves every
     # CHUNK rows, not only when the file is done.
-    monkeypatch.setattr(services, "CHUNK", 3)
+    monkeypatch.setattr(building, "CHUNK", 3)
     study = rated_study()
     calls = []
     summary = build_release(

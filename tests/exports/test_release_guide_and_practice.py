@@ -20,7 +20,7 @@ from annotation.models import (
     Task,
 )
 from annotation.practice import import_practice_items, next_practice, show_practice, submit_practice
-from exports.services import ReleaseRefused, build_release
+from exports.building import ReleaseRefused, build_release
 from tests.annotation.test_practice import practice_file, practice_row
 from tests.factories import make_reading_study, rate_open_reads
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Example, Role
+from exports.building import ReleaseRefused
 from exports.models import Release, ReleaseStatus
-from exports.services import ReleaseRefused
 from exports.tasks import build_release_task
 from tests.exports.release_helpers import RELEASE_FILES, ROW_COUNTS, make_release, rated_study, sha256_of
 from tests.factories import make_study, make_user

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Role
-from exports import models, rows, services, tasks
+from exports import building, models, recovery, rows, services, tasks
 from exports.models import Release, ReleaseAction, ReleaseStatus
 from exports.tasks import build_release_task
 from tests.exports.release_helpers import make_release, rated_study
@@ -67,7 +67,7 @@ def test_a_build_broken_half_way_through_its_files_fails_and_leaves_nothing(monk
 @pytest.mark.django_db
 def test_a_build_broken_while_zipping_fails_and_leaves_no_partial_zip(monkeypatch, releases_dir):
     release = make_release(rated_study())
-    zip_release = services.zip_release
+    zip_release = building.zip_release
 
     def half_a_zip(folder, zip_path, *, root):
         zip_release(folder, zip_path, root=root)
@@ -127,7 +127,7 @@ def _left_by_a_dead_worker(study, releases_dir, *, minutes_ago: int = 5) -> Rele
         heartbeat_at=timezone.now() - timedelta(minutes=minutes_ago),
         task_id=str(task.id),
     )
-    partial = services.build_dir(release) / release.root_folder / "task1"
+    partial = building.build_dir(release) / release.root_folder / "task1"
     partial.mkdir(parents=True)
     (partial / "task1_full.csv").write_bytes(b"dataset,study_id\r\nmimic-cxr,1")
     return release
@@ -171,7 +171,7 @@ def test_failing_a_dead_workers_build_leaves_the_queues_other_running_tasks_alon
     release = _left_by_a_dead_worker(make_study("s1"), releases_dir)
     other = _task(TaskResultStatus.RUNNING, task_path="analysis.tasks.compute_results_task", started_at=timezone.now())
 
-    services.fail_stale_releases()
+    recovery.fail_stale_releases()
 
     assert DBTaskResult.objects.get(id=release.task_id).status == TaskResultStatus.FAILED
     other.refresh_from_db()
@@ -226,7 +226,7 @@ def test_a_build_without_any_heartbeat_counts_from_its_request(client):
     Release.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=1))
     fresh = make_release(study, status=ReleaseStatus.RUNNING)
 
-    failed = services.fail_stale_releases()
+    failed = recovery.fail_stale_releases()
 
     assert [release.pk for release in failed] == [old.pk]
     fresh.refresh_from_db()
@@ -299,11 +299,11 @@ def test_the_documented_timeout_is_several_heartbeats():
 def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypatch, caplog, releases_dir, when):
     # A worker frozen (not dead) past the timeout, then resumed: the verdict "Failed" stands.
     release = make_release(rated_study())
-    zip_release, rmtree = services.zip_release, tasks.shutil.rmtree
+    zip_release, rmtree = building.zip_release, tasks.shutil.rmtree
 
     def freeze():
         Release.objects.filter(pk=release.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
-        assert services.fail_stale_releases()
+        assert recovery.fail_stale_releases()
 
     def frozen_while_zipping(folder, zip_path, *, root):
         freeze()
@@ -311,7 +311,7 @@ def test_a_build_marked_failed_while_it_ran_stays_failed_without_a_zip(monkeypat
 
     def frozen_after_the_last_file_step(path, *args, **kwargs):
         rmtree(path, *args, **kwargs)
-        if path == services.build_dir(release) and not args and not kwargs:
+        if path == building.build_dir(release) and not args and not kwargs:
             freeze()
 
     if when == "while zipping":
@@ -336,7 +336,7 @@ def test_a_task_id_of_another_backend_is_left_alone(releases_dir):
     release = _left_by_a_dead_worker(make_study("s1"), releases_dir)
     Release.objects.filter(pk=release.pk).update(task_id="x" * 32)  # the Dummy and Immediate backends' ids
 
-    [failed] = services.fail_stale_releases()
+    [failed] = recovery.fail_stale_releases()
 
     assert failed.status == ReleaseStatus.FAILED
 

@@ -16,8 +16,9 @@ from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Role
 from exports import tasks
+from exports.building import ReleaseRefused, ReleaseSummary, build_dir
 from exports.models import Release, ReleaseAction, ReleaseStatus
-from exports.services import ReleaseRefused, ReleaseSummary, build_dir, request_release
+from exports.services import request_release
 from exports.tasks import build_release_task
 from tests.exports.release_helpers import ROW_COUNTS, make_release, rated_study, sha256_of
 from tests.factories import make_study, make_user
@@ -262,7 +263,7 @@ def test_a_build_that_cannot_be_queued_says_so(monkeypatch, caplog, django_captu
         def enqueue(self, *args):
             raise ConnectionError("queue unavailable")
 
-    monkeypatch.setattr(tasks, "build_release_task", Broken())
+    monkeypatch.setattr("exports.services.build_release_task", Broken())
     study = rated_study()
     waiting = make_release(study, version="0.9.0")  # another build, queued before: left alone
     with django_capture_on_commit_callbacks(execute=True), caplog.at_level(logging.ERROR, logger="exports.services"):
@@ -287,7 +288,7 @@ def test_a_build_that_cannot_be_queued_says_so(monkeypatch, caplog, django_captu
 def test_progress_is_written_while_the_rows_are_still_streaming(monkeypatch, caplog, committed):
     # A real build reporting progress after every row: the worker writes it to the database while
     # the build is still reading a file (on PostgreSQL, in the middle of a COPY).
-    monkeypatch.setattr("exports.services.CHUNK", 1)
+    monkeypatch.setattr("exports.building.CHUNK", 1)
     monkeypatch.setattr(tasks, "PROGRESS_STEP", 1)
     release = make_release(rated_study())
     written, seen_elsewhere = [], []

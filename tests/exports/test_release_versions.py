@@ -10,8 +10,9 @@ from django.tasks import default_task_backend
 from django.urls import reverse
 
 from annotation.models import Role
+from exports.building import ReleaseRefused
 from exports.models import Release, ReleaseStatus
-from exports.services import ReleaseRefused, delete_release, next_free_version, request_release
+from exports.services import delete_release, next_free_version, request_release
 from exports.tasks import build_release_task
 from tests.exports.release_helpers import make_release, rated_study
 from tests.factories import make_study, make_user

@@ -18,8 +18,9 @@ from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Role
 from exports import models
+from exports.building import build_dir
 from exports.models import Release, ReleaseAction, ReleaseStatus
-from exports.services import build_dir, request_release
+from exports.services import request_release
 from tests.exports.release_helpers import ROW_COUNTS, rated_study
 from tests.factories import make_user
 from tests.workers import kill_a_worker_held_at_its_first_read

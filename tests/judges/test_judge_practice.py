@@ -19,7 +19,7 @@ from annotation.models import (
     Role,
     Task,
 )
-from exports.services import build_release
+from exports.building import build_release
 from judges.models import JudgeEnrolment, JudgeRead
 from tests.factories import make_reading_study, make_user
 from tests.judges.helpers import add_guide_and_practice, api_client, enrol, form_token, make_judge, run_judge

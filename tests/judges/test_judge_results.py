@@ -18,7 +18,7 @@ from analysis.release_folder import read_release
 from analysis.results import analyze
 from analysis.services import Scope
 from annotation.models import Example, RatingChoice, Role, Task
-from exports.services import build_release
+from exports.building import build_release
 from tests.factories import make_reading_study, make_user, rate_open_reads
 from tests.judges.helpers import enrol, make_judge, run_judge
 

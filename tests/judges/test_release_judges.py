@@ -11,7 +11,7 @@ from django.core.management import call_command
 from frictionless import Package
 
 from annotation.models import Example, RatingChoice, Task
-from exports.services import build_release
+from exports.building import build_release
 from judges.models import JudgeRead
 from tests.factories import make_reading_study, rate_open_reads
 from tests.judges.helpers import enrol, make_judge, run_judge

@@ -4,8 +4,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from annotation.models import Study, Task
+from exports.building import ReleaseRefused, ReleaseSummary
 from exports.models import ReleaseStatus
-from exports.services import ReleaseRefused, ReleaseSummary, request_release
+from exports.services import request_release
 from exports.tasks import run_release_build
 
 
