@@ -15,14 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analysis.services import (
-    ResultsRefused,
-    ResultsState,
-    check_scope,
-    import_metric_scores,
-    request_results,
-    retry_results,
-)
+from analysis.queueing import request_results, retry_results
+from analysis.services import ResultsRefused, ResultsState, check_scope, import_metric_scores
 from annotation.importing import ImportRejected
 from annotation.models import Role, Study
 from annotation.permissions import IsCoordinator

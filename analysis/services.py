@@ -2,11 +2,11 @@
 
 The Results page, its API and its download never analyse inside a request: they read the last
 computed results of the study (for one dataset/task filter, a "scope") and ask the worker
-(`manage.py db_worker`) for new ones when the study's ratings have changed since. The work
-(`analysis.computing.compute_results`, which this module never imports: a web request loads no
-scientific package) is the same as `manage.py analyze_release` on the study's default release:
-the same DataFrames (`analysis.live.study_frames`), the same `analyze()` with the same bootstrap
-seed, the same `write_results()` folder.
+(`manage.py db_worker`, through analysis.queueing) for new ones when the study's ratings have
+changed since. The work (`analysis.computing.compute_results`, which this module never imports:
+a web request loads no scientific package) is the same as `manage.py analyze_release` on the
+study's default release: the same DataFrames (`analysis.live.study_frames`), the same `analyze()`
+with the same bootstrap seed, the same `write_results()` folder.
 
 On disk, under RESULTS_DIR/<study public id>/<scope>/:
   <version>/analysis/          write_results(): tables/, figures/, results.md, results.json
@@ -24,11 +24,10 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from analysis.metric_import import parse_metric_scores
@@ -160,7 +159,8 @@ def scope_dir(study: Study, scope: Scope) -> Path:
     return Path(settings.RESULTS_DIR) / str(study.public_id) / scope.name
 
 
-def _computations(study: Study, scope: Scope):
+def scope_computations(study: Study, scope: Scope):
+    """The scope's computations, of every version (one per version at most)."""
     return ResultsComputation.objects.filter(study=study, dataset=scope.dataset, task=scope.task)
 
 
@@ -178,7 +178,7 @@ def results_state(study: Study, scope: Scope) -> ResultsState:
     if computed:
         state.folder, state.computed_version = computed[-1], computed[-1].name
     if not state.is_current:
-        computation = _computations(study, scope).filter(version=state.version).first()
+        computation = scope_computations(study, scope).filter(version=state.version).first()
         if computation is not None:
             computation = _fail_if_lost(computation)
             state.status, state.progress, state.error = computation.status, computation.progress, computation.error
@@ -217,63 +217,10 @@ def _fail_if_lost(computation: ResultsComputation) -> ResultsComputation:
     return computation
 
 
-def request_results(study: Study, scope: Scope) -> ResultsState:
-    """The scope's state, with a computation queued if its results are not of the current version.
-
-    Queued once per version: the row is unique per (study, scope, version), so two requests at
-    the same moment, on any server, enqueue one computation. A failed computation is not retried
-    on its own: see retry_results.
-    """
-    state = results_state(study, scope)
-    if state.is_current or state.status:
-        return state
-    try:
-        with transaction.atomic():
-            computation = ResultsComputation.objects.create(
-                study=study, dataset=scope.dataset, task=scope.task, version=state.version
-            )
-    except IntegrityError:
-        return results_state(study, scope)
-    transaction.on_commit(partial(_enqueue, computation.pk, study, scope, state.version))
-    state.status = ComputationStatus.QUEUED
-    return state
-
-
-def retry_results(study: Study, scope: Scope) -> ResultsState:
-    """Queue a failed computation of the current version again."""
-    state = results_state(study, scope)
-    if state.status != ComputationStatus.FAILED:
-        return request_results(study, scope)
-    failed = _computations(study, scope).filter(version=state.version, status=ComputationStatus.FAILED)
-    pk = failed.values_list("pk", flat=True).first()
-    # Conditional: of two retries at once, one queues it.
-    requeued = ResultsComputation.objects.filter(pk=pk, status=ComputationStatus.FAILED).update(
-        status=ComputationStatus.QUEUED, progress=0, error="", heartbeat_at=None, task_id="", created_at=timezone.now()
-    )
-    if requeued:
-        transaction.on_commit(partial(_enqueue, pk, study, scope, state.version))
-    return results_state(study, scope)
-
-
-def _enqueue(computation_pk: int, study: Study, scope: Scope, version: str) -> None:
-    from analysis.tasks import compute_results_task
-
-    try:
-        result = compute_results_task.enqueue(str(study.public_id), scope.dataset, scope.task, version)
-    except Exception:
-        logger.exception("Could not queue the results of study %s (%s)", study.slug, scope.name)
-        ResultsComputation.objects.filter(pk=computation_pk, status=ComputationStatus.QUEUED).update(
-            status=ComputationStatus.FAILED,
-            error="The computation could not be queued (the error is in the server log). Try again later.",
-        )
-        return
-    ResultsComputation.objects.filter(pk=computation_pk).update(task_id=str(result.id))
-
-
 def claim_computation(study: Study, scope: Scope, version: str) -> int | None:
     """The worker's start: the queued computation of that version, now running (its pk), or None
     if it is not queued (any more): taken by another worker, failed meanwhile, or never requested."""
-    computation = _computations(study, scope).filter(version=version, status=ComputationStatus.QUEUED)
+    computation = scope_computations(study, scope).filter(version=version, status=ComputationStatus.QUEUED)
     pk = computation.values_list("pk", flat=True).first()
     if pk is None:
         return None

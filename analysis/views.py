@@ -16,6 +16,7 @@ from analysis import presentation, sensitivity_presentation, writeup
 from analysis.forms import MetricScoresForm
 from analysis.judge_presentation import judges_section
 from analysis.names import CAPTIONS, FIGURES, JUDGE_FIGURES, TITLES
+from analysis.queueing import request_results, retry_results
 from analysis.reader_keys import reader_keys
 from analysis.services import (
     TASKS,
@@ -24,9 +25,7 @@ from analysis.services import (
     Scope,
     check_scope,
     import_metric_scores,
-    request_results,
     results_state,
-    retry_results,
     study_datasets,
 )
 from annotation.decorators import role_required

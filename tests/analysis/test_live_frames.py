@@ -10,7 +10,7 @@ from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
 from analysis.live import reader_key, study_frames
 from analysis.release_folder import read_release
 from annotation.models import Annotation, Example, RatingChoice, Study, Task
-from exports.services import build_release
+from exports.building import build_release
 from tests.exports.test_build_release import hostile_study
 from tests.factories import make_reading_study, rate_open_reads
 from tests.replay import build_published_replay

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from analysis.computing import compute_results
 from analysis.services import Scope
 from annotation.models import Role, Study
-from exports.services import build_release
+from exports.building import build_release
 from tests.exports.test_build_release import hostile_study
 from tests.factories import make_user
 from tests.replay import build_published_replay

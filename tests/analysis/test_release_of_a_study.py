@@ -5,7 +5,7 @@ import pytest
 from analysis.release_folder import read_release
 from analysis.results import analyze
 from annotation.models import Example, RatingChoice, Task
-from exports.services import build_release
+from exports.building import build_release
 from tests.factories import make_reading_study, rate_open_reads
 
 pytestmark = pytest.mark.django_db

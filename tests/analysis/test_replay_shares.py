@@ -2,7 +2,7 @@ import pytest
 
 from analysis.release_folder import read_release
 from analysis.results import analyze
-from exports.services import build_release
+from exports.building import build_release
 from tests.replay import build_published_replay
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # the published-shape replay

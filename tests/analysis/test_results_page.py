@@ -13,7 +13,8 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from analysis.live import reader_key
-from analysis.services import Scope, request_results, results_state
+from analysis.queueing import request_results
+from analysis.services import Scope, results_state
 from analysis.tasks import compute_results_task
 from annotation.models import Annotation, Example, RatingChoice, Role
 from consensus.services import void_annotation

@@ -16,11 +16,12 @@ from django_tasks_db.models import DBTaskResult
 from rest_framework.test import APIClient
 
 from analysis.models import ComputationStatus, ResultsComputation
-from analysis.services import Scope, request_results, results_state
+from analysis.queueing import request_results
+from analysis.services import Scope, results_state
 from annotation.models import Role
 from exports import models as release_models
 from exports.models import Release, ReleaseAction, ReleaseStatus
-from exports.services import fail_stale_releases
+from exports.recovery import fail_stale_releases
 from tests.exports.release_helpers import rated_study
 from tests.factories import make_user
 from tests.workers import kill_a_worker_held_at_its_first_read

@@ -2,7 +2,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from analysis.services import ResultsRefused, check_scope, request_results
+from analysis.queueing import request_results
+from analysis.services import ResultsRefused, check_scope
 from annotation.models import Study
 
 
