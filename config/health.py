@@ -65,5 +65,8 @@ def _storage(name: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(f"{folder} is not writable by this server")
+    elif hasattr(storage, "bucket"):
+        # An S3-compatible store (django-storages): the bucket exists and these credentials reach it.
+        storage.bucket.meta.client.head_bucket(Bucket=storage.bucket.name)
     else:
-        storage.exists(PROBE)  # an object store: one request, with this server's credentials
+        storage.exists(PROBE)  # another kind of storage: one question, with this server's credentials

@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from config.env import env_bool, env_int, env_list, env_str
+from config.storage import local_storages, s3_storages
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -191,9 +192,28 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["d
 RELEASES_DIR = Path(env_str("READINGROOM_RELEASES_DIR", str(BASE_DIR / "releases")))
 # Study results (tables, figures, the download) are computed by the same worker and kept here.
 RESULTS_DIR = Path(env_str("READINGROOM_RESULTS_DIR", str(BASE_DIR / "results")))
-# The files the application keeps, by Django's storage API (/healthz checks that each is reachable).
-STORAGES["releases"] = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": RELEASES_DIR}}
-STORAGES["results"] = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": RESULTS_DIR}}
+# The files the application keeps, by Django's storage API (/healthz checks that each is reachable):
+# the two folders above on one host (READINGROOM_STORAGE=local, the default), or, for several hosts,
+# an S3-compatible object store (READINGROOM_STORAGE=s3) configured with django-storages' own names.
+READINGROOM_STORAGE = env_str("READINGROOM_STORAGE", "local")
+if READINGROOM_STORAGE == "local":
+    STORAGES.update(local_storages())  # the folders of RELEASES_DIR and RESULTS_DIR, read at each use
+elif READINGROOM_STORAGE == "s3":
+    AWS_STORAGE_BUCKET_NAME = env_str("AWS_STORAGE_BUCKET_NAME")
+    if not AWS_STORAGE_BUCKET_NAME:
+        raise ImproperlyConfigured("READINGROOM_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME (the bucket's name).")
+    # Empty: Amazon S3 itself, and the region boto3 finds. The keys (AWS_ACCESS_KEY_ID,
+    # AWS_SECRET_ACCESS_KEY) are read by django-storages and boto3 from the environment, or come
+    # from the host's role.
+    AWS_S3_ENDPOINT_URL = env_str("AWS_S3_ENDPOINT_URL") or None
+    AWS_S3_REGION_NAME = env_str("AWS_S3_REGION_NAME") or None
+    AWS_DEFAULT_ACL = None  # the bucket's own policy: private
+    # A download is a redirect to a signed URL (Signature Version 4) that expires after this many seconds.
+    AWS_QUERYSTRING_EXPIRE = env_int("AWS_QUERYSTRING_EXPIRE", 300)
+    AWS_S3_SIGNATURE_VERSION = "s3v4"
+    STORAGES.update(s3_storages())
+else:
+    raise ImproperlyConfigured(f"READINGROOM_STORAGE={READINGROOM_STORAGE!r}: use local (the default) or s3.")
 
 # Security headers. Production sits behind TLS; the secure defaults follow DEBUG.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)

@@ -29,8 +29,6 @@ TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUE
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 RELEASES_DIR = Path(tempfile.gettempdir()) / f"readingroom-test-releases-{_WORKER}"
 RESULTS_DIR = Path(tempfile.gettempdir()) / f"readingroom-test-results-{_WORKER}"
-STORAGES["releases"]["OPTIONS"]["location"] = RELEASES_DIR  # noqa: F405
-STORAGES["results"]["OPTIONS"]["location"] = RESULTS_DIR  # noqa: F405
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not SQLite's shared in-memory database: the browser tests' live server runs in another

@@ -7,7 +7,7 @@ run inside the request (202 Accepted). Retrying or deleting a build in the wrong
 import json
 from collections.abc import Callable
 
-from django.http import FileResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -147,7 +147,7 @@ class ReleaseViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewse
         },
     )
     @action(detail=True, methods=["get"], renderer_classes=[renderers.JSONRenderer, ZipRenderer])
-    def download(self, request: Request, release_id: str) -> FileResponse:
+    def download(self, request: Request, release_id: str) -> HttpResponse:
         """The release zip (a folder <slug>-<version>/ with the PhysioNet files). 404 until the build is done."""
         release = get_object_or_404(
             self.get_queryset(), public_id=release_id, status=ReleaseStatus.DONE, deleted_at__isnull=True

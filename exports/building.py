@@ -5,7 +5,8 @@ database in key order and written row by row, so memory does not grow with the s
 same database state and options always give the same bytes: nothing depends on time,
 primary keys or who rated what; annotation_index is a seeded shuffle within each example.
 
-The worker's build (exports.tasks) writes in build_dir(release) until its zip is in place.
+The worker's build (exports.tasks) writes in build_dir(release), a local folder, then puts the zip in
+the releases storage (store_zip): a local folder on one host, an S3-compatible object store on several.
 """
 
 import hashlib
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import FileSystemStorage, storages
 from django.template.loader import render_to_string
 
 from annotation.models import Annotation, Dataset, Example, GuideVersion, RatingChoice, Study, Task
@@ -358,11 +361,58 @@ def _readme_context(study: Study, summary: ReleaseSummary) -> dict:
 
 
 def build_dir(release: Release) -> Path:
-    """Where a build writes before its zip is complete; named after the release so a crashed build's can be found."""
+    """Where a build writes before its zip is stored: a local folder of the worker's host, in
+    RELEASES_DIR, named after the release so that a crashed build's can be found."""
     return Path(settings.RELEASES_DIR) / f".build-{release.public_id}"
 
 
+def zip_name(release: Release) -> str:
+    """The zip's name in the releases storage (Release.zip_path once it is stored)."""
+    return f"{release.public_id}.zip"
+
+
+class StoredZipMismatch(Exception):
+    """The zip read back from the releases storage is not the zip that was built."""
+
+
+def store_zip(zip_path: Path, name: str, sha256: str) -> None:
+    """Put a built zip into the releases storage under name, once, and check it there.
+
+    On one host (a local folder) it is moved into place: the same disk, a rename. In an object store
+    it is uploaded in one go (in parts when large, by django-storages and boto3). Either way it is
+    then read back from the storage and its SHA-256 compared with the build's; a mismatch removes it
+    and raises StoredZipMismatch. A failed store leaves nothing under name.
+    """
+    storage = storages["releases"]
+    storage.delete(name)  # what an earlier attempt of this build may have left
+    try:
+        if isinstance(storage, FileSystemStorage):
+            target = Path(storage.path(name))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(zip_path, target)
+        else:
+            with zip_path.open("rb") as handle:
+                stored = storage.save(name, File(handle, name=name))
+            if stored != name:
+                raise StoredZipMismatch(f"The storage kept the zip as {stored}, not {name}.")
+        found = stored_sha256(name)
+        if found != sha256:
+            raise StoredZipMismatch(f"The stored zip's SHA-256 is {found}; the build's is {sha256}.")
+    except BaseException:
+        storage.delete(name)
+        raise
+
+
+def stored_sha256(name: str) -> str:
+    """The SHA-256 of a zip in the releases storage, read from there in blocks."""
+    digest = hashlib.sha256()
+    with storages["releases"].open(name, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def remove_build_files(release: Release) -> None:
-    """A failed build's partial folder and zip (if it got as far as moving the zip into place)."""
+    """A failed build's partial folder, and its zip if it got as far as storing it."""
     shutil.rmtree(build_dir(release), ignore_errors=True)
-    (Path(settings.RELEASES_DIR) / f"{release.public_id}.zip").unlink(missing_ok=True)
+    storages["releases"].delete(zip_name(release))

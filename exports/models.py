@@ -153,7 +153,9 @@ class Release(models.Model):
         return sorted(self.row_counts.items(), key=lambda item: position(item[0]))
 
     def zip_file(self) -> Path | None:
-        """Where the zip is on disk. zip_path is relative to RELEASES_DIR, so the folder can move."""
+        """Where the zip is on this host's disk, when releases are kept in a local folder
+        (READINGROOM_STORAGE=local). zip_path is its name in the releases storage, relative to
+        RELEASES_DIR there, so the folder can move."""
         if not self.zip_path:
             return None
         return Path(settings.RELEASES_DIR) / self.zip_path

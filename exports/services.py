@@ -8,9 +8,9 @@ writes is exports.building; what happens to a build whose worker died, exports.r
 import logging
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 from django.db.models import Count, OuterRef, Subquery
 from django.tasks import TaskResultStatus
@@ -127,7 +127,7 @@ def retry_release(release: Release, *, user: AbstractBaseUser) -> Release:
 
 
 def delete_release(release: Release, *, user: AbstractBaseUser) -> Release:
-    """Delete a finished build's zip from the disk. The row stays, marked deleted (by whom, when).
+    """Delete a finished build's zip from the releases storage. The row stays, marked deleted (by whom, when).
 
     A built version stays taken after its zip is deleted: a later build of the same version could
     hold other content under the same name. Nothing is ever deleted otherwise (no pruning).
@@ -141,18 +141,13 @@ def delete_release(release: Release, *, user: AbstractBaseUser) -> Release:
                 f"Release {locked.version} is still {locked.get_status_display().lower()}: "
                 "delete it once it is done or has failed."
             )
-        path = locked.zip_file()
         Release.objects.filter(pk=locked.pk).update(deleted_at=timezone.now(), deleted_by=user, zip_path="")
         _record(locked, ReleaseAction.DELETED, user, detail=locked.zip_path)
-        if path is not None:
+        if locked.zip_path:
             # After the commit: a rolled-back deletion must not lose the file.
-            transaction.on_commit(partial(_remove, path))
+            transaction.on_commit(partial(storages["releases"].delete, locked.zip_path))
     locked.refresh_from_db()
     return locked
-
-
-def _remove(path: Path) -> None:
-    path.unlink(missing_ok=True)
 
 
 def _record(release: Release, action: str, user: AbstractBaseUser | None, *, detail: str = "") -> None:

@@ -1,7 +1,6 @@
 """Release builds on Django's Tasks framework, run by `manage.py db_worker`, never in a web request."""
 
 import logging
-import os
 import queue
 import shutil
 import threading
@@ -20,6 +19,8 @@ from exports.building import (
     build_dir,
     build_release,
     remove_build_files,
+    store_zip,
+    zip_name,
     zip_release,
 )
 from exports.models import HEARTBEAT_INTERVAL, Release, ReleaseStatus
@@ -45,7 +46,7 @@ class WorkerLost(Exception):
 
 @task()
 def build_release_task(release_public_id: str) -> dict:
-    """Build a queued Release: the folder, then the zip in RELEASES_DIR, its SHA-256 and row counts.
+    """Build a queued Release: the folder, then the zip in the releases storage, its SHA-256 and row counts.
 
     First marks Failed any build whose worker died (fail_stale_releases): a restarted worker
     cleans up after the one it replaces as soon as it has work.
@@ -218,10 +219,10 @@ def _build(
         work.mkdir()
         folder = work / release.root_folder
         summary = build_release(release.study, folder, **options)
-        name = f"{release.public_id}.zip"
+        name = zip_name(release)
         partial = work / name
         sha256 = zip_release(folder, partial, root=release.root_folder)
-        os.replace(partial, releases_dir / name)
+        store_zip(partial, name, sha256)
         shutil.rmtree(work)
     finished = Release.objects.filter(pk=release.pk, status=ReleaseStatus.RUNNING).update(
         status=ReleaseStatus.DONE,

@@ -4,8 +4,10 @@ import uuid
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.core.files.storage import FileSystemStorage, storages
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
 from annotation.decorators import role_required
@@ -78,12 +80,30 @@ def release_list(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-def zip_response(release: Release) -> FileResponse:
-    """The release's zip as a download named <slug>-<version>.zip; 404 if it is gone from the disk."""
-    path = release.zip_file()
-    if path is None or not path.is_file():
+def zip_response(release: Release) -> HttpResponse:
+    """The release's zip as a download named <slug>-<version>.zip, for a caller whose access was
+    checked; 404 if it is gone from the storage.
+
+    From a local folder it is streamed in blocks. From an object store the answer is a redirect to a
+    signed URL of the object that expires in minutes (AWS_QUERYSTRING_EXPIRE), naming the download:
+    the file never passes through (or fills) a web worker.
+    """
+    storage = storages["releases"]
+    if not release.zip_path or not storage.exists(release.zip_path):
         raise Http404("The zip of this release is no longer on the server. Build it again.")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=release.filename, content_type="application/zip")
+    if isinstance(storage, FileSystemStorage):
+        return FileResponse(
+            storage.open(release.zip_path, "rb"),
+            as_attachment=True,
+            filename=release.filename,
+            content_type="application/zip",
+        )
+    disposition = content_disposition_header(as_attachment=True, filename=release.filename)
+    signed = storage.url(
+        release.zip_path,
+        parameters={"ResponseContentDisposition": disposition, "ResponseContentType": "application/zip"},
+    )
+    return HttpResponseRedirect(signed, headers={"Cache-Control": "no-store"})
 
 
 def _release_action(
@@ -125,7 +145,7 @@ def release_delete(request: HttpRequest, release_id: uuid.UUID) -> HttpResponse:
 
 
 @role_required(Role.DATA_MANAGER)
-def release_download(request: HttpRequest, release_id: uuid.UUID) -> FileResponse:
+def release_download(request: HttpRequest, release_id: uuid.UUID) -> HttpResponse:
     release = get_object_or_404(
         Release.objects.select_related("study"),
         public_id=release_id,

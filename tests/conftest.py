@@ -156,3 +156,29 @@ def reader(db):
 @pytest.fixture
 def study(db):
     return make_study("s1")
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-compatible server (moto's server mode) on loopback, for this test process's tests."""
+    from tests.s3 import running_s3_server
+
+    with running_s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3_server, settings) -> str:
+    """A new, empty bucket, and the settings of READINGROOM_STORAGE=s3 that point the releases and
+    results storages at it (as config/settings.py makes them from the environment)."""
+    from config.storage import s3_storages
+
+    bucket = s3_server.new_bucket()
+    settings.STORAGES = {**settings.STORAGES, **s3_storages()}
+    for name, value in s3_server.settings(bucket).items():
+        if name.startswith("AWS_"):
+            setattr(settings, name, value)
+    settings.AWS_DEFAULT_ACL = None
+    settings.AWS_QUERYSTRING_EXPIRE = 300
+    settings.AWS_S3_SIGNATURE_VERSION = "s3v4"
+    return bucket

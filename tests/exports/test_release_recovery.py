@@ -86,14 +86,14 @@ def test_a_build_broken_while_zipping_fails_and_leaves_no_partial_zip(monkeypatc
 @pytest.mark.django_db
 def test_a_build_broken_after_its_zip_was_moved_into_place_removes_the_zip(monkeypatch, releases_dir):
     release = make_release(rated_study())
-    replace = tasks.os.replace
+    replace = building.os.replace
 
     def moved_then_broken(source, destination):
         replace(source, destination)
         if str(destination).endswith(".zip"):
             raise OSError("Input/output error")
 
-    monkeypatch.setattr(tasks.os, "replace", moved_then_broken)
+    monkeypatch.setattr(building.os, "replace", moved_then_broken)
     build_release_task.call(str(release.public_id))
 
     release.refresh_from_db()

@@ -6,9 +6,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from reading.management.commands.load_demo import DEMO_PAIRS
 from annotation.models import DEFAULT_TAXONOMY, CandidatePair, Example, Role, Study, Verdict
 from annotation.roles import has_role
+from reading.management.commands.load_demo import DEMO_PAIRS
 
 
 def _load() -> str:

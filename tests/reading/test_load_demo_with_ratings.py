@@ -9,14 +9,6 @@ from django.db import transaction
 from django.tasks import default_task_backend
 from django.test import override_settings
 
-from reading.management.commands.load_demo import (
-    DEMO_USERS,
-    RATIONALES,
-    TO_READ_SLUG,
-    rationale_choices,
-    read_one_example_to_a_split,
-    reading_plans,
-)
 from annotation.models import (
     THIRD_READ_SLOT,
     Annotation,
@@ -38,6 +30,14 @@ from exports.models import ReleaseStatus
 from exports.services import request_release
 from exports.tasks import build_release_task
 from judges.models import JudgeRead
+from reading.management.commands.load_demo import (
+    DEMO_USERS,
+    RATIONALES,
+    TO_READ_SLUG,
+    rationale_choices,
+    read_one_example_to_a_split,
+    reading_plans,
+)
 from tests.factories import make_reading_study, make_user
 from tests.invariants import exams_given_twice, queue_counter_mismatches
 
