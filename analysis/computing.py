@@ -6,41 +6,39 @@ scientific stack (pandas, scipy, statsmodels, matplotlib, the metric packages).
 
 import dataclasses
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 from django.conf import settings
+from django.utils import timezone
 
 from analysis.live import study_frames, study_imported_scores, study_pair_texts
-from analysis.metrics import MetricCache
+from analysis.metrics import DatabaseMetricCache
 from analysis.reader_quality import reader_quality
 from analysis.report import write_analysis
 from analysis.results import Margins, analyze
 from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
 from analysis.sensitivity_report import attach
-from analysis.services import RESULTS_SEED, Scope, data_version, scope_dir
+from analysis.services import RESULTS_SEED, Scope, data_version, scope_prefix, store_results
 from annotation.models import Study
 from exports.building import zip_release
 
 
-def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
+def compute_results(study: Study, scope: Scope, *, progress=None) -> str:
     """Analyse the study's current rows for a scope and store the results (the worker's job, and
     the compute_results command). progress(percent) is told how far it is.
 
-    The rows are streamed with the release's own queries (binary COPY on PostgreSQL). Returns the
-    folder of the computed version.
+    The rows are streamed with the release's own queries (binary COPY on PostgreSQL). Returns where
+    the computed version is in the results storage.
     """
-    directory = scope_dir(study, scope)
-    directory.mkdir(parents=True, exist_ok=True)
     progress = progress or (lambda percent: None)
 
     progress(5)
     # The version is read before the rows: a rating saved while they are read changes the study's
     # version, so these results are stale at once and the next request computes them again.
-    version = data_version(study)
+    version, read_at = data_version(study), timezone.now()
     frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
     progress(50)
     results = analyze(
@@ -63,25 +61,20 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> Path:
         attach(results, metric_sensitivity)
     progress(90)
 
-    final = directory / version
-    work = Path(tempfile.mkdtemp(prefix=".computing-", dir=directory))
+    # Written here, on this host's disk (the worker's scratch folder in RESULTS_DIR), then stored.
+    scratch = Path(settings.RESULTS_DIR)
+    scratch.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".computing-", dir=scratch))
     try:
         write_analysis(results, work / "analysis", metric_sensitivity)
         (work / "reader_quality.json").write_text(
             json.dumps([dataclasses.asdict(r) for r in readers], ensure_ascii=False), encoding="utf-8"
         )
         zip_release(work / "analysis", work / "results.zip", root=f"{study.slug}-results-{scope.name}")
-        if final.exists():
-            shutil.rmtree(work)  # computed meanwhile by another worker: same rows, same results
-        else:
-            os.replace(work, final)
-    except BaseException:
+        store_results(study, scope, version, read_at, work)
+    finally:
         shutil.rmtree(work, ignore_errors=True)
-        raise
-    for old in directory.iterdir():
-        if old.is_dir() and old != final and not old.name.startswith("."):
-            shutil.rmtree(old, ignore_errors=True)
-    return final
+    return f"{scope_prefix(study, scope)}/{version}"
 
 
 def study_margins(study: Study) -> Margins:
@@ -98,9 +91,10 @@ def study_margins(study: Study) -> Margins:
 # Metric sensitivity ------------------------------------------------------------------------------
 
 
-def metric_cache() -> MetricCache:
-    """The scores of the built-in metrics by text hash, shared by every study and analyze_release."""
-    return MetricCache(Path(settings.RESULTS_DIR) / "metric-cache.sqlite3")
+def metric_cache() -> DatabaseMetricCache:
+    """The scores of the built-in metrics by text hash, in the database: shared by every study and
+    every worker (analyze_release, which may run without a study, keeps a file of its own)."""
+    return DatabaseMetricCache()
 
 
 def study_sensitivity(study: Study, frames, *, dataset: str = "", progress=None) -> Sensitivity:

@@ -34,6 +34,7 @@ import math
 import multiprocessing
 import os
 import sqlite3
+import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -236,6 +237,38 @@ class MetricCache:
                 f"INSERT OR REPLACE INTO scores VALUES (?, ?, {', '.join('?' * len(COLUMNS))})",  # noqa: S608
                 ((self.version, key, *values) for key, values in rows.items()),
             )
+
+
+class DatabaseMetricCache:
+    """MetricCache's scores kept in the database (analysis.models.CachedMetricScores), so that every
+    worker on every host shares them; the same keys, version and answers as the file's."""
+
+    CHUNK = 2000
+
+    def __init__(self) -> None:
+        self.version = metrics_version()
+        self._packed = struct.Struct(f"<{len(COLUMNS)}d")
+
+    def get(self, keys: list[bytes]) -> dict[bytes, tuple[float, ...]]:
+        from analysis.models import CachedMetricScores  # this module also runs without Django (bench/)
+
+        found: dict[bytes, tuple[float, ...]] = {}
+        for start in range(0, len(keys), self.CHUNK):
+            rows = CachedMetricScores.objects.filter(
+                version=self.version, pair__in=keys[start : start + self.CHUNK]
+            ).values_list("pair", "scores")
+            found.update((bytes(pair), self._packed.unpack(bytes(scores))) for pair, scores in rows)
+        return found
+
+    def put(self, rows: dict[bytes, tuple[float, ...]]) -> None:
+        from analysis.models import CachedMetricScores
+
+        made = [
+            CachedMetricScores(version=self.version, pair=key, scores=self._packed.pack(*values))
+            for key, values in rows.items()
+        ]
+        # A pair another worker scored meanwhile has the same scores: keep the first.
+        CachedMetricScores.objects.bulk_create(made, batch_size=self.CHUNK, ignore_conflicts=True)
 
 
 def _score_chunk(pairs: list[tuple[str, str]]) -> list[tuple[float, ...]]:

@@ -59,7 +59,7 @@ class ResultsComputation(models.Model):
     """One computation of a study's results: one scope (dataset, task) of one version of its ratings.
 
     Its status, progress and heartbeat live here, so that every server and every worker sees the
-    same state. A row is deleted once its results are on disk (the folder is then the record); a
+    same state. A row is deleted once its results are stored (ComputedResults is then the record); a
     failed one stays, with its reason, until it is asked for again.
     """
 
@@ -83,3 +83,39 @@ class ResultsComputation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.study_id} {self.dataset or 'all'}--{self.task or 'both'} {self.version} ({self.status})"
+
+
+class ComputedResults(models.Model):
+    """The last computed results of a study's scope (dataset, task): which version of its ratings
+    they are of. Their files are in the results storage under <study public id>/<scope>/<version>/
+    (analysis.services), on one host's disk or in an object store: this row, not a folder listing,
+    is what every server reads."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    dataset = models.CharField(max_length=64, blank=True)
+    task = models.CharField(max_length=8, blank=True)
+    version = models.CharField(max_length=32, help_text="The state of the study's ratings they were computed from.")
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "dataset", "task"], name="computed_results_one_per_scope")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id} {self.dataset or 'all'}--{self.task or 'both'} {self.version}"
+
+
+class CachedMetricScores(models.Model):
+    """The built-in metrics' scores of one pair of texts, by the hash of the two texts and the metric
+    definitions' version (analysis.metrics.DatabaseMetricCache): shared by every worker and study."""
+
+    version = models.CharField(max_length=64)
+    pair = models.BinaryField(max_length=32, help_text="The hashes of the original's and the rewrite's text.")
+    scores = models.BinaryField(help_text="The scores, in analysis.metrics.COLUMNS order, as little-endian doubles.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "pair"], name="cached_metric_scores_once")]
+
+    def __str__(self) -> str:
+        return f"{self.version} {bytes(self.pair).hex()}"

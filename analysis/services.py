@@ -8,30 +8,37 @@ a web request loads no scientific package) is the same as `manage.py analyze_rel
 study's default release: the same DataFrames (`analysis.live.study_frames`), the same `analyze()`
 with the same bootstrap seed, the same `write_results()` folder.
 
-On disk, under RESULTS_DIR/<study public id>/<scope>/:
-  <version>/analysis/          write_results(): tables/, figures/, results.md, results.json
-  <version>/results.zip        that folder, zipped (the download)
-  <version>/reader_quality.json  the coordinator's reader figures (never in the zip)
-where <version> names the state of the study's ratings it was computed from. Only the newest
-computed version of a scope is kept. A computation queued, running or failed is a row of
-analysis.models.ResultsComputation (status, progress, heartbeat, why it failed), so that every
-server and every worker sees the same state; a worker that dies leaves a row whose heartbeat
-stops, and the next read marks it failed, as for releases.
+In the results storage (a local folder, RESULTS_DIR, on one host; an S3-compatible object store on
+several), under <study public id>/<scope>/<version>/:
+  analysis/          write_results(): tables/, figures/, results.md, results.json
+  results.zip        that folder, zipped (the download)
+  reader_quality.json  the coordinator's reader figures (never in the zip)
+where <version> names the state of the study's ratings it was computed from. Which version a scope's
+results are is a row of analysis.models.ComputedResults; only that version's files are kept. A
+computation queued, running or failed is a row of analysis.models.ResultsComputation (status,
+progress, heartbeat, why it failed), so that every server and every worker sees the same state; a
+worker that dies leaves a row whose heartbeat stops, and the next read marks it failed, as for
+releases.
 """
 
 import dataclasses
 import hashlib
 import json
 import logging
+import os
+import shutil
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import FileSystemStorage, storages
 from django.db import transaction
 from django.utils import timezone
 
 from analysis.metric_import import parse_metric_scores
-from analysis.models import ComputationStatus, ImportedMetric, MetricScore, ResultsComputation
+from analysis.models import ComputationStatus, ComputedResults, ImportedMetric, MetricScore, ResultsComputation
 from analysis.names import SCHEMA, metrics_version
 from annotation.importing import ImportProblem, ImportRejected
 from annotation.models import AuditAction, AuditEvent, CandidatePair, Dataset, Study
@@ -118,7 +125,7 @@ class ResultsState:
 
     scope: Scope
     version: str  # of the study's ratings now
-    folder: Path | None = None  # the last computed results, maybe of an older version
+    prefix: str | None = None  # where the last computed results are in the results storage, maybe of an older version
     computed_version: str = ""
     status: str = ""  # "", "queued", "running" or "failed": the computation of `version`
     progress: int = 0
@@ -126,37 +133,105 @@ class ResultsState:
 
     @property
     def is_current(self) -> bool:
-        return self.folder is not None and self.computed_version == self.version
+        return self.prefix is not None and self.computed_version == self.version
 
     @property
     def is_pending(self) -> bool:
         return self.status in ("queued", "running")
 
     def document(self) -> dict | None:
-        if self.folder is None:
+        if self.prefix is None:
             return None
-        return json.loads((self.folder / "analysis" / "results.json").read_text(encoding="utf-8"))
+        return json.loads(_read(f"{self.prefix}/analysis/results.json"))
 
     def reader_quality(self) -> list[dict]:
-        path = self.folder / "reader_quality.json" if self.folder else None
-        return json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else []
+        name = self._stored("reader_quality.json")
+        return json.loads(_read(name)) if name else []
 
-    def figure(self, name: str, fmt: str) -> Path | None:
-        path = self.folder / "analysis" / "figures" / f"{name}.{fmt}" if self.folder else None
-        return path if path and path.is_file() else None
+    def figure(self, name: str, fmt: str) -> str | None:
+        """A figure's file of the computed results (its name in the results storage), if it exists."""
+        return self._stored(f"analysis/figures/{name}.{fmt}")
 
-    def table(self, name: str, fmt: str) -> Path | None:
+    def table(self, name: str, fmt: str) -> str | None:
         """A table's file (tables/<name>.csv, .md or .tex) of the computed results, if it exists."""
-        path = self.folder / "analysis" / "tables" / f"{name}.{fmt}" if self.folder else None
-        return path if path and path.is_file() else None
+        return self._stored(f"analysis/tables/{name}.{fmt}")
 
-    def zip_file(self) -> Path | None:
-        path = self.folder / "results.zip" if self.folder else None
-        return path if path and path.is_file() else None
+    def zip_file(self) -> str | None:
+        return self._stored("results.zip")
+
+    def _stored(self, relative: str) -> str | None:
+        if self.prefix is None:
+            return None
+        name = f"{self.prefix}/{relative}"
+        return name if storages["results"].exists(name) else None
 
 
-def scope_dir(study: Study, scope: Scope) -> Path:
-    return Path(settings.RESULTS_DIR) / str(study.public_id) / scope.name
+def _read(name: str) -> str:
+    with storages["results"].open(name, "rb") as handle:
+        return handle.read().decode("utf-8")
+
+
+def scope_prefix(study: Study, scope: Scope) -> str:
+    """Where a scope's results are in the results storage (one folder per computed version)."""
+    return f"{study.public_id}/{scope.name}"
+
+
+def store_results(study: Study, scope: Scope, version: str, read_at: datetime, folder: Path) -> None:
+    """Keep a computed folder (on this host's disk; it is used up) as the scope's results of version,
+    computed from the study's rows as they were at read_at, then forget the version they replace.
+
+    On one host the folder is moved into place; in an object store each file is uploaded. Results of
+    rows read earlier than the kept ones' (a slower worker's) are not kept: the newest read wins.
+    """
+    storage = storages["results"]
+    prefix = f"{scope_prefix(study, scope)}/{version}"
+    kept = ComputedResults.objects.filter(study=study, dataset=scope.dataset, task=scope.task).first()
+    if kept is not None and (kept.version == version or kept.computed_at > read_at):
+        shutil.rmtree(folder)  # the same results (another worker's), or newer ones
+        return
+    try:
+        if isinstance(storage, FileSystemStorage):
+            target = Path(storage.path(prefix))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(target, ignore_errors=True)  # a crashed attempt's
+            os.replace(folder, target)
+        else:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                with path.open("rb") as handle:
+                    storage.save(f"{prefix}/{path.relative_to(folder).as_posix()}", File(handle))
+            shutil.rmtree(folder)
+        with transaction.atomic():
+            kept = (
+                ComputedResults.objects.select_for_update()
+                .filter(study=study, dataset=scope.dataset, task=scope.task)
+                .first()
+            )
+            if kept is None:
+                ComputedResults.objects.create(
+                    study=study, dataset=scope.dataset, task=scope.task, version=version, computed_at=read_at
+                )
+            elif kept.computed_at <= read_at:
+                ComputedResults.objects.filter(pk=kept.pk).update(version=version, computed_at=read_at)
+            else:
+                version = kept.version  # newer results were kept meanwhile: these go
+    except BaseException:
+        _delete_tree(storage, prefix)
+        raise
+    for old in storage.listdir(scope_prefix(study, scope))[0]:
+        if old != version and not old.startswith("."):
+            _delete_tree(storage, f"{scope_prefix(study, scope)}/{old}")
+
+
+def _delete_tree(storage, prefix: str) -> None:
+    """Every file under prefix in a storage (and, on disk, the folders)."""
+    if isinstance(storage, FileSystemStorage):
+        shutil.rmtree(storage.path(prefix), ignore_errors=True)
+        return
+    folders, files = storage.listdir(prefix)
+    for name in files:
+        storage.delete(f"{prefix}/{name}")
+    for folder in folders:
+        _delete_tree(storage, f"{prefix}/{folder}")
 
 
 def scope_computations(study: Study, scope: Scope):
@@ -165,18 +240,14 @@ def scope_computations(study: Study, scope: Scope):
 
 
 def results_state(study: Study, scope: Scope) -> ResultsState:
-    """The scope's results on disk and the computation of the current version, if any.
+    """The scope's last computed results and the computation of the current version, if any.
 
     A computation whose worker is gone (see _fail_if_lost) is marked failed on the way.
     """
     state = ResultsState(scope=scope, version=data_version(study))
-    directory = scope_dir(study, scope)
-    computed = sorted(
-        (p for p in directory.glob("*") if p.is_dir() and (p / "analysis" / "results.json").is_file()),
-        key=lambda p: p.stat().st_mtime,
-    )
-    if computed:
-        state.folder, state.computed_version = computed[-1], computed[-1].name
+    kept = ComputedResults.objects.filter(study=study, dataset=scope.dataset, task=scope.task).first()
+    if kept is not None:
+        state.prefix, state.computed_version = f"{scope_prefix(study, scope)}/{kept.version}", kept.version
     if not state.is_current:
         computation = scope_computations(study, scope).filter(version=state.version).first()
         if computation is not None:
@@ -231,7 +302,7 @@ def claim_computation(study: Study, scope: Scope, version: str) -> int | None:
 
 
 def finish_computation(computation_pk: int) -> None:
-    """Its results are on disk: the row is no longer needed (the folder is the record)."""
+    """Its results are stored: the row is no longer needed (ComputedResults is the record)."""
     ResultsComputation.objects.filter(pk=computation_pk).delete()
 
 

@@ -29,7 +29,7 @@ def compute_results_task(study_public_id: str, dataset: str, task_filter: str, v
     monitor = BuildMonitor(computation_pk, model=ResultsComputation, running=ComputationStatus.RUNNING, label="Results")
     try:
         with monitor:
-            folder = compute_results(study, scope, progress=monitor.progress)
+            stored = compute_results(study, scope, progress=monitor.progress)
     except Exception:
         logger.exception("The results of study %s (%s) failed", study.slug, scope.name)
         fail_computation(
@@ -40,4 +40,4 @@ def compute_results_task(study_public_id: str, dataset: str, task_filter: str, v
         fail_computation(computation_pk, "The worker was stopped during the computation. Try again.")
         raise
     finish_computation(computation_pk)
-    return {"study": study_public_id, "status": "done", "version": folder.name}
+    return {"study": study_public_id, "status": "done", "version": stored.rsplit("/", 1)[-1]}

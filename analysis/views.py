@@ -1,10 +1,10 @@
 """A study's Results page (coordinators and data managers), its figures and its download."""
 
 import re
-from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.storage import storages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -32,6 +32,7 @@ from annotation.decorators import role_required
 from annotation.importing import ImportRejected
 from annotation.models import Role, Study
 from annotation.roles import has_role
+from exports.downloads import download_response
 
 BAD_REQUEST = 400
 METRIC_FIGURE = re.compile(r"metric_[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}")
@@ -145,9 +146,9 @@ def study_results(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "analysis/study_results.html", context)
 
 
-def _computed_file(request: HttpRequest, slug: str, find, missing: str) -> tuple[Study, Scope, Path]:
-    """The study, the request's scope and a file of its computed results (`find(state)`); 404 where
-    the study, the scope or the file is not there."""
+def _computed_file(request: HttpRequest, slug: str, find, missing: str) -> tuple[Study, Scope, str]:
+    """The study, the request's scope and a file of its computed results (`find(state)`: its name in
+    the results storage); 404 where the study, the scope or the file is not there."""
     study = get_object_or_404(Study, slug=slug)
     try:
         scope = _scope(request, study)
@@ -168,7 +169,7 @@ def results_figure(request: HttpRequest, slug: str, name: str, fmt: str) -> File
     _, _, path = _computed_file(
         request, slug, lambda state: state.figure(name, fmt), "These results have not been computed yet."
     )
-    response = FileResponse(path.open("rb"), content_type=CONTENT_TYPES[fmt])
+    response = FileResponse(storages["results"].open(path, "rb"), content_type=CONTENT_TYPES[fmt])
     response["Cache-Control"] = "private, no-cache"
     return response
 
@@ -192,7 +193,10 @@ def results_table(request: HttpRequest, slug: str, name: str, fmt: str) -> FileR
     )
     filename = f"{study.slug}-{scope.name}-{name}.{fmt}"
     response = FileResponse(
-        path.open("rb"), as_attachment=True, filename=filename, content_type=f"{TABLE_TYPES[fmt]}; charset=utf-8"
+        storages["results"].open(path, "rb"),
+        as_attachment=True,
+        filename=filename,
+        content_type=f"{TABLE_TYPES[fmt]}; charset=utf-8",
     )
     response["Cache-Control"] = "private, no-cache"
     return response
@@ -200,17 +204,17 @@ def results_table(request: HttpRequest, slug: str, name: str, fmt: str) -> FileR
 
 @require_GET
 @role_required(Role.COORDINATOR, Role.DATA_MANAGER)
-def results_download(request: HttpRequest, slug: str) -> FileResponse:
+def results_download(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     try:
         scope = _scope(request, study)
     except ResultsRefused as refused:
         raise Http404(str(refused)) from None
-    path = results_state(study, scope).zip_file()
-    if path is None:
+    name = results_state(study, scope).zip_file()
+    if name is None:
         raise Http404("These results have not been computed yet. Open the Results page to compute them.")
     filename = f"{study.slug}-results-{scope.name}.zip"
-    return FileResponse(path.open("rb"), as_attachment=True, filename=filename, content_type="application/zip")
+    return download_response(storages["results"], name, filename=filename, content_type="application/zip")
 
 
 @require_POST

@@ -19,9 +19,6 @@ from django_tasks_db.models import DBTaskResult
 
 from annotation.models import Example, ExampleState, Study
 from exports.building import ReleaseRefused, check_guide_option, check_release_options
-
-# Named here too: tests/annotation/test_study_margins.py imports it from exports.services.
-from exports.building import build_release as build_release
 from exports.models import Release, ReleaseAction, ReleaseEvent, ReleaseStatus
 from exports.tasks import build_release_task
 

@@ -4,15 +4,15 @@ import uuid
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.core.files.storage import FileSystemStorage, storages
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.core.files.storage import storages
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
 from annotation.decorators import role_required
 from annotation.models import Role, Study
 from exports.building import ReleaseRefused
+from exports.downloads import download_response
 from exports.forms import ReleaseForm
 from exports.models import Release, ReleaseStatus
 from exports.recovery import fail_stale_releases
@@ -82,28 +82,11 @@ def release_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 def zip_response(release: Release) -> HttpResponse:
     """The release's zip as a download named <slug>-<version>.zip, for a caller whose access was
-    checked; 404 if it is gone from the storage.
-
-    From a local folder it is streamed in blocks. From an object store the answer is a redirect to a
-    signed URL of the object that expires in minutes (AWS_QUERYSTRING_EXPIRE), naming the download:
-    the file never passes through (or fills) a web worker.
-    """
+    checked; 404 if it is gone from the releases storage (exports.downloads says how it is sent)."""
     storage = storages["releases"]
     if not release.zip_path or not storage.exists(release.zip_path):
         raise Http404("The zip of this release is no longer on the server. Build it again.")
-    if isinstance(storage, FileSystemStorage):
-        return FileResponse(
-            storage.open(release.zip_path, "rb"),
-            as_attachment=True,
-            filename=release.filename,
-            content_type="application/zip",
-        )
-    disposition = content_disposition_header(as_attachment=True, filename=release.filename)
-    signed = storage.url(
-        release.zip_path,
-        parameters={"ResponseContentDisposition": disposition, "ResponseContentType": "application/zip"},
-    )
-    return HttpResponseRedirect(signed, headers={"Cache-Control": "no-store"})
+    return download_response(storage, release.zip_path, filename=release.filename, content_type="application/zip")
 
 
 def _release_action(

@@ -137,7 +137,7 @@ def test_the_first_visit_queues_one_computation_and_says_so(client, coordinator,
         assert "Computing the results" in response.content.decode()
         assert "waiting for the worker" in response.content.decode()
         assert 'hx-trigger="every 2s"' in response.content.decode()
-    assert results_state(study, Scope()).folder is None
+    assert results_state(study, Scope()).prefix is None
 
 
 def test_once_computed_it_shows_every_table_with_the_documents_numbers(

@@ -12,7 +12,7 @@ from django.tasks import default_task_backend
 from analysis.computing import compute_results
 from analysis.services import Scope, data_version
 from annotation.models import AuditAction, AuditEvent, Role, Study
-from exports.services import build_release
+from exports.building import build_release
 from tests.exports.release_helpers import rated_study
 from tests.factories import make_study, make_user
 

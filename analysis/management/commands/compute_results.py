@@ -41,6 +41,9 @@ class Command(BaseCommand):
         from analysis.computing import compute_results
 
         start = time.perf_counter()
-        folder = compute_results(study, scope)
+        stored = compute_results(study, scope)
         seconds = time.perf_counter() - start
-        self.stdout.write(f"Computed the results of {study.slug} ({scope.description}) in {seconds:.1f} s: {folder}")
+        self.stdout.write(
+            f"Computed the results of {study.slug} ({scope.description}) in {seconds:.1f} s: "
+            f"{stored} in the results storage"
+        )
