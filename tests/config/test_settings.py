@@ -59,7 +59,18 @@ def test_it_starts_without_a_secret_key_in_debug_mode(database_url):
     assert "System check identified no issues" in result.stdout
 
 
-def test_the_deploy_check_is_clean_for_production_settings(database_url):
+S3 = {
+    "READINGROOM_STORAGE": "s3",
+    "AWS_STORAGE_BUCKET_NAME": "readingroom-files",
+    "AWS_S3_ENDPOINT_URL": "https://objects.example.org",
+    "AWS_S3_REGION_NAME": "eu-central-1",
+    "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "example-secret",
+}
+
+
+@pytest.mark.parametrize("storage", [{}, S3], ids=["local folders", "object store"])
+def test_the_deploy_check_is_clean_for_production_settings(database_url, storage):
     result = _manage(
         "check",
         "--deploy",
@@ -69,6 +80,7 @@ def test_the_deploy_check_is_clean_for_production_settings(database_url):
         SECRET_KEY=get_random_secret_key(),
         ALLOWED_HOSTS="readingroom.example.org",
         DATABASE_URL=database_url,
+        **storage,
     )
 
     assert result.returncode == 0, result.stdout + result.stderr
@@ -245,3 +257,24 @@ def test_the_running_postgres_database_prepares_a_statement_run_five_times(db):
         cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%annotation_study%"])
         (prepared,) = cursor.fetchone()
     assert prepared >= 1
+
+
+def test_an_object_store_without_a_bucket_or_an_unknown_storage_is_refused_by_name(database_url):
+    no_bucket = _manage("check", DEBUG="1", DATABASE_URL=database_url, READINGROOM_STORAGE="s3")
+    unknown = _manage("check", DEBUG="1", DATABASE_URL=database_url, READINGROOM_STORAGE="nfs")
+
+    assert no_bucket.returncode != 0 and "AWS_STORAGE_BUCKET_NAME" in no_bucket.stderr
+    assert unknown.returncode != 0 and "READINGROOM_STORAGE='nfs'" in unknown.stderr
+
+
+def test_the_object_stores_settings_reach_the_storages(database_url):
+    probe = (
+        "from django.core.files.storage import storages; s = storages['releases']; "
+        "print(s.bucket_name, s.endpoint_url, s.region_name, s.location, s.querystring_expire, s.signature_version)"
+    )
+    result = _manage("shell", "-c", probe, DEBUG="1", DATABASE_URL=database_url, **S3)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].split() == [
+        "readingroom-files", "https://objects.example.org", "eu-central-1", "releases", "300", "s3v4"
+    ]  # fmt: skip
