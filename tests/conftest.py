@@ -182,3 +182,14 @@ def s3_bucket(s3_server, settings) -> str:
     settings.AWS_QUERYSTRING_EXPIRE = 300
     settings.AWS_S3_SIGNATURE_VERSION = "s3v4"
     return bucket
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _statements_built_afresh():
+    """The hand-written statements are built once per process and cached (functools.cache). bin/mutate
+    forks each mutant's run from a process that ran the tests already: without this, the statement
+    built there would hide a mutant of the code that builds it. Costs nothing in a fresh process."""
+    from annotation import authentication, roles
+
+    for cached in (roles._roles_statement, authentication._lookup, authentication._selected):
+        cached.cache_clear()
