@@ -10,13 +10,21 @@ then, in separate processes so that only their own memory counts:
   two consensus files'), written to a file: the floor for reading those rows out of PostgreSQL.
 Prints wall time and peak resident memory of each, and their ratio. Target: build within 3x of
 COPY, peak memory under 400 MB whatever the study size.
+
+With --storage: the worker's whole build instead (the folder, the zip, then the zip stored in the
+releases storage and read back for its SHA-256), once to the local folder (READINGROOM_STORAGE=local)
+and once to an S3-compatible server (moto's server mode on loopback, READINGROOM_STORAGE=s3), in
+turns, --rounds times each, in separate processes. Target: the object store at most 1.2x the local
+folder's time (the medians), and peak memory flat (the zip never held in memory).
 """
 
 import argparse
+import json
 import os
 import resource
 import secrets
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,12 +82,72 @@ def run(command: list[str], env: dict, **kwargs) -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024
 
 
+# The worker's build of one release in this process (manage.py shell): its wall time, status and SHA-256.
+STORED_BUILD = """
+import json, time
+from django.contrib.auth import get_user_model
+from annotation.models import Study
+from exports.models import Release, ReleaseStatus
+from exports.tasks import run_release_build
+study = Study.objects.get(slug="bench")
+user, _ = get_user_model().objects.get_or_create(username="release-bench")
+release = Release.objects.create(study=study, requested_by=user, version="0.%d" % time.time_ns(),
+                                 license_text="Benchmark licence.\\n", status=ReleaseStatus.QUEUED)
+started = time.perf_counter()
+run_release_build(str(release.public_id))
+seconds = time.perf_counter() - started
+release.refresh_from_db()
+print(json.dumps({"seconds": seconds, "status": release.status, "error": release.error, "sha256": release.sha256}))
+"""
+
+
+def stored_builds(env: dict, rounds: int) -> None:
+    """The worker's build to the local folder and to an S3-compatible server, in turns."""
+    sys.path.insert(0, str(ROOT))
+    from tests.s3 import running_s3_server
+
+    results: dict[str, list[tuple[float, float]]] = {"local folder": [], "object store (S3)": []}
+    with running_s3_server() as s3, tempfile.TemporaryDirectory(prefix="readingroom-release-bench-") as work:
+        bucket = s3.new_bucket()
+        storages = {
+            "local folder": {"READINGROOM_STORAGE": "local"},
+            "object store (S3)": s3.settings(bucket),
+        }
+        print(f"load average before: {', '.join(f'{load:.2f}' for load in os.getloadavg())}")
+        for round_ in range(rounds):
+            for name, settings in storages.items():
+                folder = Path(work) / f"{round_}-{name.split()[0]}"
+                run_env = {**env, **settings, "READINGROOM_RELEASES_DIR": str(folder)}
+                output = Path(work) / "out.json"
+                with output.open("w") as out:
+                    _, peak_mb = run([PYTHON, "manage.py", "shell", "-c", STORED_BUILD], run_env, stdout=out)
+                report = json.loads(output.read_text().strip().splitlines()[-1])
+                if report["status"] != "done":
+                    sys.exit(f"{name}: the build ended {report['status']}: {report['error']}")
+                results[name].append((report["seconds"], peak_mb))
+                print(f"round {round_ + 1}, {name}: {report['seconds']:.1f} s, peak {peak_mb:.0f} MB")
+                shutil.rmtree(folder, ignore_errors=True)
+        stored = s3.client().list_objects_v2(Bucket=bucket).get("Contents", [])
+        zip_mb = max(item["Size"] for item in stored) / 1e6 if stored else 0.0
+    print()
+    print(f"{'':<22}{'median s':>10}{'peak MB':>10}")
+    for name, runs in results.items():
+        print(f"{name:<22}{statistics.median(r[0] for r in runs):>10.1f}{max(r[1] for r in runs):>10.0f}")
+    ratio = statistics.median(r[0] for r in results["object store (S3)"]) / statistics.median(
+        r[0] for r in results["local folder"]
+    )
+    print(f"zip: {zip_mb:.1f} MB; object store / local folder: {ratio:.2f}x (target <= 1.2x)")
+    print(f"load average after: {', '.join(f'{load:.2f}' for load in os.getloadavg())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--readers", type=int, default=20)
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/readingroom_release_bench")
     parser.add_argument("--keep", action="store_true", help="reuse the database if the study is there")
+    parser.add_argument("--storage", action="store_true", help="the worker's build to a local folder and to S3")
+    parser.add_argument("--rounds", type=int, default=3, help="with --storage: builds of each kind")
     args = parser.parse_args()
     database = args.database_url.rsplit("/", 1)[1]
     server = args.database_url.rsplit("/", 1)[0]
@@ -129,6 +197,9 @@ def main() -> None:
         check=True,
     ).stdout.strip()
     print(f"annotations | consensus labels: {counts}")
+    if args.storage:
+        stored_builds(env, args.rounds)
+        return
 
     work = Path(tempfile.mkdtemp(prefix="readingroom-release-bench-"))
     try:
