@@ -107,7 +107,8 @@ def _rating_refused(detail: str, field: str | None) -> Response:
 def _task_parameter(request: Request) -> str:
     task = request.query_params.get("task")
     if task not in Task.values:
-        raise ValidationError({"task": f"Give task={' or task='.join(Task.values)}."})
+        # As every error of the API: {"detail"}, here with the field it is about.
+        raise ValidationError({"detail": f"task: give task={' or task='.join(Task.values)}.", "field": "task"})
     return task
 
 

@@ -128,7 +128,7 @@ def test_next_needs_a_valid_task(client, queue, params):
     response = client.get("/api/reading/next/", params)
 
     assert response.status_code == 400
-    assert "task" in response.json()
+    assert response.json() == {"detail": "task: give task=realism or task=equivalence.", "field": "task"}
 
 
 def test_next_can_be_limited_to_one_study(client, reader, queue):
