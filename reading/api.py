@@ -219,7 +219,7 @@ class ReadingViewSet(viewsets.ViewSet):
             OpenApiParameter("task", str, enum=Task.values, required=True),
             OpenApiParameter("study", str, description="Study slug; default: any study with open work."),
         ],
-        responses={200: ReadingItemSerializer, 204: None},
+        responses={200: ReadingItemSerializer, 204: None, 400: serializers.RatingErrorSerializer},
     )
     @action(detail=False, methods=["get"])
     def next(self, request: Request) -> Response:
