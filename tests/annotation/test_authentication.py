@@ -82,3 +82,15 @@ def test_the_roles_come_with_the_token_and_equal_a_fresh_reading_of_them(groups,
     assert len(captured) == 1
     assert roles == user_roles(fresh) == {*groups, *direct}
     assert all(fresh.has_perm(ROLE_PERMISSIONS[role]) for role in roles)
+
+
+def test_a_token_stops_working_at_the_next_request_once_its_user_is_deactivated(client):
+    reader = make_user(Role.READER)
+    key = Token.objects.create(user=reader).key
+    assert client.get("/api/reading/progress/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
+
+    type(reader).objects.filter(pk=reader.pk).update(is_active=False)
+    refused = client.get("/api/reading/progress/", HTTP_AUTHORIZATION=f"Token {key}")
+
+    assert refused.status_code == 401
+    assert refused.json() == {"detail": "User inactive or deleted."}
