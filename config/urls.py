@@ -39,10 +39,18 @@ def schema_view():
 
 
 @built_on_first_request
-def docs_view():
+def _swagger_view():
     from drf_spectacular.views import SpectacularSwaggerSplitView
 
     return SpectacularSwaggerSplitView.as_view(url_name="schema")
+
+
+def docs_view(request, *args, **kwargs):
+    """The API's browsable documentation, a page for people: logged out, the log-in page, which
+    comes back here."""
+    if not request.user.is_authenticated:
+        return auth_views.redirect_to_login(request.get_full_path())
+    return _swagger_view(request, *args, **kwargs)
 
 
 # No format suffixes (/api/studies.json): every route answers JSON, and a suffixed URL is a 404

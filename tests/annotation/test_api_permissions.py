@@ -4,6 +4,7 @@ import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -256,12 +257,16 @@ def test_the_permission_matrix_holds(client, api_study, endpoint, kind):
     elif kind in LOGGED_IN:
         assert response.status_code == 403, response.content
         assert _state() == before
+    elif endpoint.url_name == "api_docs":
+        # Not logged in, the documentation (a page for people): the log-in page, which comes back to it.
+        assert response.status_code == 302, response.content
+        assert response["Location"] == "/accounts/login/?next=" + quote(endpoint.path, safe="/")
+        assert _state() == before
     else:
         # Not logged in: 401 with the token challenge, so a client knows to authenticate.
         assert response.status_code == 401, response.content
         assert response["WWW-Authenticate"] == "Token"
-        if endpoint.url_name != "api_docs":  # the docs are an HTML page; the schema answers YAML
-            assert "html" not in response["Content-Type"]
+        assert "html" not in response["Content-Type"]
         assert _state() == before
 
 
@@ -452,3 +457,21 @@ def test_the_schema_describes_what_the_summary_returns(client, coordinator, api_
     assert documented["application/json"]["schema"]["type"] == "array"
     row_schema = documented["application/json"]["schema"]["items"]["$ref"].rsplit("/", 1)[1]
     assert set(schema["components"]["schemas"][row_schema]["properties"]) == set(rows[0])
+
+
+@pytest.mark.parametrize(
+    ("roles", "linked"),
+    [
+        ((Role.COORDINATOR,), True),
+        ((Role.DATA_MANAGER,), True),
+        ((Role.READER,), True),
+        ((Role.ADJUDICATOR,), False),
+        ((), False),
+    ],
+)
+def test_the_menu_links_the_api_docs_for_the_roles_that_use_the_api(db, client, roles, linked):
+    client.force_login(make_user(*roles))
+
+    html = client.get("/settings/").content.decode()
+
+    assert ('<a href="/api/docs/">API</a>' in html) is linked

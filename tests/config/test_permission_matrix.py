@@ -282,6 +282,8 @@ class Entry:
     multipart: bool = False
     # An anonymous htmx request is sent to the login page with HX-Redirect (role_required's pages).
     htmx_login: bool = True
+    # A page for people under /api/ (the API's documentation): anonymous, the login page, not a 401.
+    page: bool = False
 
     def ok_for(self, kind: str) -> int:
         return self.ok[kind] if isinstance(self.ok, dict) else self.ok
@@ -629,7 +631,7 @@ MATRIX: dict[tuple[str, str], Entry] = {
     # The API: studies, datasets, import and sample (coordinators).
     ("api-root", "get"): Entry(NOBODY, 200, _fixed("/api/")),
     ("schema", "get"): Entry(LOGGED_IN, 200, _fixed("/api/schema/")),
-    ("api_docs", "get"): Entry(LOGGED_IN, 200, _fixed("/api/docs/")),
+    ("api_docs", "get"): Entry(LOGGED_IN, 200, _fixed("/api/docs/"), page=True, htmx_login=False),
     ("study-list", "get"): Entry(COORDINATORS, 200, _fixed("/api/studies/")),
     ("study-list", "post"): Entry(
         COORDINATORS, 201, _fixed("/api/studies/"), data=lambda w, kind, variant: {"slug": "new", "name": "New"}
@@ -874,7 +876,7 @@ def _request(client: Client, method: str, path: str, entry: Entry, w: World, kin
 
 def _expected(entry: Entry, kind: str, variant: str, api: bool) -> int | str:
     if kind == ANONYMOUS and ANONYMOUS not in entry.allowed:
-        return 401 if api else "login"
+        return 401 if api and not entry.page else "login"
     if kind not in entry.allowed:
         return 403
     if variant == "other":
