@@ -4,6 +4,7 @@ import io
 import time
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import transaction
 from django.tasks import default_task_backend
@@ -25,6 +26,7 @@ from annotation.models import (
     StudyMember,
     Task,
 )
+from annotation.practice import pending_step
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 from exports.models import ReleaseStatus
 from exports.services import request_release
@@ -252,3 +254,17 @@ def test_the_split_is_read_even_when_the_examples_first_reads_wait_in_a_reserve(
     assert adjudication.status == AdjudicationStatus.OPEN
     assert Annotation.objects.filter(example=adjudication.example).values("rating").distinct().count() == 3
     assert queue_counter_mismatches(study) == {}
+
+
+def test_the_study_to_read_has_a_guide_and_practice_items_to_try(demo):
+    study = Study.objects.get(slug=TO_READ_SLUG)
+    reader = get_user_model().objects.get(username="reader1")
+
+    assert study.guide_number == 1
+    assert study.practice_items_required == 2
+    assert {task: study.practice_items.filter(task=task).count() >= 2 for task in Task.values} == {
+        Task.REALISM: True,
+        Task.EQUIVALENCE: True,
+    }
+    # reader1's first step there is the guide, then practice.
+    assert pending_step(reader, study, Task.REALISM).kind == "guide"

@@ -20,6 +20,7 @@ from annotation.models import (
     Annotation,
     Assignment,
     AssignmentStatus,
+    AuditAction,
     Example,
     ExampleState,
     MemberRole,
@@ -31,6 +32,7 @@ from annotation.models import (
     Subspecialty,
     Task,
 )
+from annotation.practice import import_practice_items, set_practice_requirement
 from annotation.roles import enrolment_warning, grant_role, user_roles
 from annotation.services import import_pairs, sample_pairs
 from consensus import reserve
@@ -45,6 +47,9 @@ from tools.judge_client import run as run_judge
 
 DEMO_PAIRS = Path(__file__).resolve().parents[2] / "demo" / "pairs.jsonl"
 DEMO_GUIDE = Path(__file__).resolve().parents[2] / "demo" / "guide.md"
+# The study to read has practice items too, so that the guide and the practice round can be tried.
+DEMO_PRACTICE = Path(__file__).resolve().parents[2] / "demo" / "practice.csv"
+DEMO_PRACTICE_REQUIRED = 2
 DEMO_SLUG = "demo"
 # The second demo study, left unread: the demo readers' queues have work in it.
 TO_READ_SLUG = "demo-to-read"
@@ -201,6 +206,8 @@ class Command(BaseCommand):
                 study.save(update_fields=["license_text"])
             self._enrol_and_assign(study)
             read_one_example_to_a_split(study)
+            self.stdout.write(f"{TO_READ_NAME}: {load_demo_guide(study)}")
+            self.stdout.write(f"{TO_READ_NAME}: {load_demo_practice(study)}")
         return study
 
 
@@ -498,6 +505,20 @@ def reading_summary(study: Study, *, simulated: dict[str, int]) -> str:
     return (
         f"{head}\nDemo study ratings: {totals['all']} annotations ({totals['third']} third reads), "
         f"{adjudicated} adjudications; {consensus} of {examples} examples have a consensus ({by_source})."
+    )
+
+
+def load_demo_practice(study: Study) -> str:
+    """Give the study to read its practice items (reading/demo/practice.csv), and ask readers to rate
+    DEMO_PRACTICE_REQUIRED of each task before their first real item, unless a coordinator set
+    another number already. Importing the same file again changes nothing."""
+    report = import_practice_items(study, DEMO_PRACTICE.read_bytes(), filename=DEMO_PRACTICE.name)
+    set_already = study.audit_events.filter(action=AuditAction.PRACTICE_SETTINGS).exists()
+    if not study.practice_items_required and not set_already:
+        set_practice_requirement(study, DEMO_PRACTICE_REQUIRED, actor=None)
+    return (
+        f"practice items: {report.created} new, {report.unchanged} already there; readers rate "
+        f"{study.practice_items_required} per task before their first item."
     )
 
 
