@@ -14,12 +14,16 @@ from axes.helpers import get_cool_off
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.auth import get_user_model
+from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import PasswordChangeForm
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, Max
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils import timezone
 
 logger = logging.getLogger("readingroom")
@@ -118,3 +122,39 @@ def unlock_account(username: str, *, actor: AbstractBaseUser) -> int:
     )
     logger.info("%s unlocked the log-in of %s (%d lockout records cleared)", actor.get_username(), username, cleared)
     return cleared
+
+
+# --- Changing and resetting one's own password -----------------------------------------------------
+
+
+class AxesPasswordChangeForm(PasswordChangeForm):
+    """Django's password change, its old password checked by a log-in (authenticate): a wrong one
+    counts as a failed log-in, and django-axes locks the account as it would at the log-in page."""
+
+    def __init__(self, user: AbstractBaseUser, *args, request: HttpRequest, **kwargs) -> None:
+        self.request = request
+        super().__init__(user, *args, **kwargs)
+
+    def clean_old_password(self) -> str:
+        old_password = self.cleaned_data["old_password"]
+        checked = authenticate(self.request, username=self.user.get_username(), password=old_password)
+        if checked is None or checked.pk != self.user.pk:
+            raise ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
+        return old_password
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    form_class = AxesPasswordChangeForm
+
+    def get_form_kwargs(self) -> dict:
+        return {**super().get_form_kwargs(), "request": self.request}
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's reset by e-mail, where the server can send e-mail (READINGROOM_PASSWORD_RESET); else
+    the page says to ask an administrator. It never says whether an address belongs to an account."""
+
+    def dispatch(self, request: HttpRequest, *args, **kwargs):
+        if not settings.READINGROOM_PASSWORD_RESET:
+            return TemplateResponse(request, "registration/password_reset_unavailable.html", status=503)
+        return super().dispatch(request, *args, **kwargs)

@@ -9,6 +9,8 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-any-deployment
 from config.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Tests send e-mail to Django's in-memory outbox (mail.outbox): password resets work.
+READINGROOM_PASSWORD_RESET = True
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True

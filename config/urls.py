@@ -8,6 +8,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.routers import DefaultRouter
 
 from analysis import api as analysis_api
+from annotation import accounts
 from annotation import api as annotation_api
 from annotation import views as annotation_views
 from consensus import api as consensus_api
@@ -118,6 +119,18 @@ urlpatterns = [
     path("favicon.ico", annotation_views.favicon, name="favicon"),
     path("accounts/login/", annotation_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password/change/", accounts.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password/change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+    path("accounts/password/reset/", accounts.PasswordResetView.as_view(), name="password_reset"),
+    path("accounts/password/reset/sent/", auth_views.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    path(
+        "accounts/password/reset/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "accounts/password/reset/done/", auth_views.PasswordResetCompleteView.as_view(), name="password_reset_complete"
+    ),
     path("admin/", admin.site.urls),
     path("api/schema/", schema_view, name="schema"),
     path("api/docs/", docs_view, name="api_docs"),

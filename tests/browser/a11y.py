@@ -70,8 +70,20 @@ class World:
         slug = self.study.slug
         example = Example.objects.filter(study=self.study, task=Task.EQUIVALENCE).order_by("pk").first()
         return {
-            "anonymous": (None, [reverse("login")]),
-            "no role": (self.nobody, [reverse("home"), reverse("preferences")]),
+            "anonymous": (
+                None,
+                [
+                    reverse("login"),
+                    reverse("password_reset"),
+                    reverse("password_reset_done"),
+                    reverse("password_reset_confirm", args=["MQ", "no-longer-valid"]),
+                    reverse("password_reset_complete"),
+                ],
+            ),
+            "no role": (
+                self.nobody,
+                [reverse("home"), reverse("preferences"), reverse("password_change"), reverse("password_change_done")],
+            ),
             "reader": (
                 self.reader,
                 [

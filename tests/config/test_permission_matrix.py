@@ -383,6 +383,15 @@ MATRIX: dict[tuple[str, str], Entry] = {
     # Signing in and out, open to all.
     ("login", "get"): Entry(frozenset(KINDS), 200, _fixed("/accounts/login/")),
     ("logout", "post"): Entry(frozenset(KINDS), 302, _fixed("/accounts/logout/")),
+    # One's own password: changed when logged in (Django's login_required: no htmx swap), reset by anyone.
+    ("password_change", "get"): Entry(LOGGED_IN, 200, _fixed("/accounts/password/change/"), htmx_login=False),
+    ("password_change", "post"): Entry(LOGGED_IN, 200, _fixed("/accounts/password/change/"), htmx_login=False),
+    ("password_change_done", "get"): Entry(LOGGED_IN, 200, _fixed("/accounts/password/change/done/"), htmx_login=False),
+    ("password_reset", "get"): Entry(frozenset(KINDS), 200, _fixed("/accounts/password/reset/")),
+    ("password_reset", "post"): Entry(frozenset(KINDS), 200, _fixed("/accounts/password/reset/")),
+    ("password_reset_done", "get"): Entry(frozenset(KINDS), 200, _fixed("/accounts/password/reset/sent/")),
+    ("password_reset_confirm", "get"): Entry(frozenset(KINDS), 200, _fixed("/accounts/password/reset/MQ/bad-token/")),
+    ("password_reset_complete", "get"): Entry(frozenset(KINDS), 200, _fixed("/accounts/password/reset/done/")),
     # The home page sends each user to their work.
     ("favicon", "get"): Entry(frozenset(KINDS), 301, _fixed("/favicon.ico")),
     # The home page sends each user to their work (a data manager to the releases); without a
