@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.tasks import default_task_backend
 
 from analysis.computing import compute_results
-from analysis.services import Scope, data_version
+from analysis.services import Scope, data_version, results_state
 from annotation.models import AuditAction, AuditEvent, Role, Study
 from exports.building import build_release
 from tests.exports.release_helpers import rated_study
@@ -98,8 +98,8 @@ def test_a_margin_change_makes_the_results_compute_again_and_they_judge_by_it(tm
     study.set_margins(noninferiority=Decimal("50"), equivalence=Decimal("50"), actor=None)
 
     assert data_version(study) != before
-    folder = compute_results(study, Scope())
-    document = json.loads((folder / "analysis" / "results.json").read_text())
+    compute_results(study, Scope())
+    document = results_state(study, Scope()).document()
     assert document["margins"] == {"task1_realistic": 0.5, "task2_major": 0.5}
     verdicts = {row["verdict"] for row in document["tables"]["task1_realistic_difference"]}
     assert verdicts <= {"non-inferior", "inferior", "not shown", "not computable"} and verdicts
