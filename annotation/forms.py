@@ -47,6 +47,23 @@ class MarginsForm(forms.ModelForm):
         fields = ["noninferiority_margin", "equivalence_margin"]
 
 
+class LicenseForm(forms.ModelForm):
+    """The study's licence, the text its releases ship as LICENSE.txt."""
+
+    license_text = forms.CharField(
+        label="Licence text",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 10, "cols": 80, "class": "licence-text", "spellcheck": "false"}),
+        help_text="Written to each release's LICENSE.txt exactly as given (a data manager may still change it for "
+        "one release). Empty: every release asks for one.",
+    )
+
+    class Meta:
+        model = Study
+        fields = ["license_text"]
+
+
 class ImportForm(forms.Form):
     file = forms.FileField(
         label="Candidate pairs file",

@@ -375,6 +375,11 @@ class Study(models.Model):
             equivalence_margin=_tenths(equivalence),
         )
 
+    def set_license(self, text: str, *, actor) -> bool:
+        """The licence its releases ship as LICENSE.txt (the release form starts from it), audited
+        with the old text; False if unchanged."""
+        return self.set_audited(AuditAction.LICENSE_CHANGED, actor=actor, license_text=text)
+
     def set_undo_window(self, seconds: int, *, actor) -> bool:
         """How long readers may take back a rating, audited with the old value; False if unchanged.
         Ratings stored before keep the window they were stored with (their settle_by)."""
@@ -964,6 +969,7 @@ class AuditAction(models.TextChoices):
     MARGINS_CHANGED = "margins_changed", "Analysis margins changed"
     STUDY_CREATED = "study_created", "Study created"
     UNDO_WINDOW_CHANGED = "undo_window_changed", "Undo window changed"
+    LICENSE_CHANGED = "license_changed", "Licence changed"
 
 
 def _refuse_change(model: type[models.Model]) -> TypeError:

@@ -17,5 +17,6 @@ urlpatterns = [
     path("studies/<slug:slug>/practice/skip/", views.study_practice_skip, name="study_practice_skip"),
     path("studies/<slug:slug>/undo-window/", views.study_undo_window, name="study_undo_window"),
     path("studies/<slug:slug>/margins/", views.study_margins, name="study_margins"),
+    path("studies/<slug:slug>/license/", views.study_license, name="study_license"),
     path("people/locked/", views.locked_logins, name="locked_logins"),
 ]

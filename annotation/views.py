@@ -13,6 +13,7 @@ from annotation.decorators import SESSION_ENDED, role_required
 from annotation.forms import (
     GuideForm,
     ImportForm,
+    LicenseForm,
     MarginsForm,
     PracticeImportForm,
     PracticeSettingsForm,
@@ -143,6 +144,7 @@ def _study_context(study: Study, **extra) -> dict:
         "sample_form": SampleForm(initial={"per_variation": study.sample_per_variation or 10}),
         "undo_form": UndoWindowForm(instance=study),
         "margins_form": MarginsForm(instance=study),
+        "license_form": LicenseForm(instance=study),
         **extra,
     }
 
@@ -268,6 +270,19 @@ def study_margins(request: HttpRequest, slug: str) -> HttpResponse:
     study.refresh_from_db()
     context = {"study": study, "margins_form": MarginsForm(instance=study), "margins_saved": True}
     return _render_partial(request, "margins", context, status=200)
+
+
+@require_POST
+@role_required(Role.COORDINATOR)
+def study_license(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the licence the study's releases ship (audited)."""
+    study = get_object_or_404(Study, slug=slug)
+    form = LicenseForm(request.POST, instance=Study.objects.get(pk=study.pk))
+    if not form.is_valid():
+        return _render_partial(request, "license", {"study": study, "license_form": form}, status=UNPROCESSABLE)
+    study.set_license(form.cleaned_data["license_text"], actor=request.user)
+    context = {"study": study, "license_form": LicenseForm(instance=study), "license_saved": True}
+    return _render_partial(request, "license", context, status=200)
 
 
 def _render_partial(request: HttpRequest, partial: str, context: dict, *, status: int) -> HttpResponse:

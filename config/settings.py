@@ -215,19 +215,29 @@ elif READINGROOM_STORAGE == "s3":
 else:
     raise ImproperlyConfigured(f"READINGROOM_STORAGE={READINGROOM_STORAGE!r}: use local (the default) or s3.")
 
-# E-mail, for password resets: an SMTP server when EMAIL_HOST is set; in development (DEBUG) the
-# console. Without either a password is reset by an administrator, and the pages say so.
-EMAIL_HOST = env_str("EMAIL_HOST")
-EMAIL_PORT = env_int("EMAIL_PORT", 587)
-EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
-EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=True)
-DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "ReadingRoom <readingroom@localhost>")
-if EMAIL_HOST:
-    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+# E-mail, for password resets (Django's MAILERS): an SMTP server when EMAIL_HOST is set; in
+# development (DEBUG) the console. Without either a password is reset by an administrator, and the
+# pages say so.
+_EMAIL_HOST = env_str("EMAIL_HOST")
+if _EMAIL_HOST:
+    MAILERS = {
+        "default": {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {
+                "host": _EMAIL_HOST,
+                "port": env_int("EMAIL_PORT", 587),
+                "username": env_str("EMAIL_HOST_USER") or None,
+                "password": env_str("EMAIL_HOST_PASSWORD") or None,
+                "use_tls": env_bool("EMAIL_USE_TLS", default=True),
+                "timeout": 30,
+            },
+        }
+    }
 elif DEBUG:
-    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
-READINGROOM_PASSWORD_RESET = bool(EMAIL_HOST) or DEBUG
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}
+# Else MAILERS is left undefined: Django's default (an SMTP server on this host), which nothing here uses.
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "ReadingRoom <readingroom@localhost>")
+READINGROOM_PASSWORD_RESET = bool(_EMAIL_HOST) or DEBUG
 
 # Security headers. Production sits behind TLS; the secure defaults follow DEBUG.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)

@@ -35,5 +35,17 @@ class ReleaseForm(forms.Form):
     def __init__(self, *args, study: Study, **kwargs) -> None:
         kwargs.setdefault("initial", {"license_text": study.license_text})
         super().__init__(*args, **kwargs)
+        # Said before anything is submitted: the licence this release will ship, or that there is none.
+        if study.license_text:
+            self.fields[
+                "license_text"
+            ].help_text = (
+                "The study's licence, written to LICENSE.txt exactly as shown; change it here for this release only."
+            )
+        else:
+            self.fields["license_text"].help_text = (
+                "This study has no licence yet: paste the licence of this release here (written to LICENSE.txt "
+                "exactly as given), or ask a coordinator to set the study's licence on its page."
+            )
         datasets = Dataset.objects.filter(pairs__study=study, pairs__sampled=True).distinct().order_by("key")
         self.fields["datasets"].choices = [(d.key, d.name) for d in datasets]

@@ -447,6 +447,13 @@ MATRIX: dict[tuple[str, str], Entry] = {
         other=_fixed("/studies/nope/margins/"),
         data=lambda w, kind, variant: {"noninferiority_margin": "10", "equivalence_margin": "5"},
     ),
+    ("study_license", "post"): Entry(
+        COORDINATORS,
+        200,
+        _s1("license/"),
+        other=_fixed("/studies/nope/license/"),
+        data=lambda w, kind, variant: {"license_text": "CC BY 4.0\n"},
+    ),
     # The coordinator's reader guide and practice round.
     ("study_guide", "get"): Entry(COORDINATORS, 200, _s1("guide/"), other=_fixed("/studies/nope/guide/")),
     ("study_guide", "post"): Entry(

@@ -278,3 +278,25 @@ def test_the_object_stores_settings_reach_the_storages(database_url):
     assert result.stdout.splitlines()[-1].split() == [
         "readingroom-files", "https://objects.example.org", "eu-central-1", "releases", "300", "s3v4"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"EMAIL_HOST": "smtp.example.org", "EMAIL_PORT": "2525"}, "EmailBackend smtp.example.org 2525 True True"),
+        ({}, "console True"),
+    ],
+    ids=["smtp server", "development console"],
+)
+def test_password_resets_send_through_the_configured_mailer(database_url, env, expected):
+    probe = (
+        "from django.conf import settings; from django.core.mail import mailers; m = mailers.default; "
+        "kind = [type(m).__name__, m.host, m.port, m.use_tls] if hasattr(m, 'host') "
+        "else [type(m).__module__.rsplit('.', 1)[-1]]; "
+        "print(*kind, settings.READINGROOM_PASSWORD_RESET)"
+    )
+    result = _manage("shell", "-c", probe, DEBUG="0" if env else "1", SECRET_KEY=get_random_secret_key(),
+                     ALLOWED_HOSTS="readingroom.example.org", DATABASE_URL=database_url, **env)  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == expected
