@@ -143,12 +143,8 @@ MODULES: dict[str, list[str]] = {
     # The release files.
     "exports/building.py": RELEASES,
     # Builds whose worker died, and the queue's records of their tasks (the results' too).
-    "exports/recovery.py": [
-        "tests/exports/test_release_recovery.py",
-        "tests/exports/test_release_task.py",
-        "tests/exports/test_release_retry_delete.py",
-        "tests/analysis/test_results_recovery.py",
-    ],
+    # The release pages and API mark lost builds failed as they are read: every release test.
+    "exports/recovery.py": [*RELEASES, "tests/analysis/test_results_recovery.py"],
 }
 
 # A mutant that timed out is killed too: the tests noticed (mutmut counts it so).
