@@ -19,7 +19,7 @@ class AddMemberForm(forms.Form):
         queryset=get_user_model().objects.none(),
         to_field_name="username",
         label="Person",
-        help_text="People who hold the Reader or Adjudicator role and are not yet active in this study in it.",
+        help_text="People who hold the Reader or Adjudicator role and are not active members of this study yet.",
     )
     role = forms.ChoiceField(choices=MemberRole.choices, label="Role in this study")
     max_assignments = forms.IntegerField(

@@ -135,6 +135,7 @@ def study_add_member(request: HttpRequest, slug: str) -> HttpResponse:
         "member_added": member,
         "member_warning": enrolment_warning(member.user.get_username(), user_roles(member.user)),
         "workload": progress.study_workload(study),
+        "unassigned": progress.unassigned_examples(study),  # the minimum beside the Assign form, swapped out of band
     }
     return _render_readers(request, study, "member-panel", context, status=200)
 
@@ -151,7 +152,12 @@ def study_assign(request: HttpRequest, slug: str) -> HttpResponse:
     except QueueRefused as refused:
         context = {"assign_form": form, "assign_refusal": str(refused)}
         return _render_readers(request, study, "assign-panel", context, status=UNPROCESSABLE)
-    context = {"assign_form": form, "assign_report": report, "workload": progress.study_workload(study)}
+    context = {
+        "assign_form": form,
+        "assign_report": report,
+        "workload": progress.study_workload(study),
+        "unassigned": progress.unassigned_examples(study),  # the minimum above the form, swapped out of band
+    }
     return _render_readers(request, study, "assign-panel", context, status=200)
 
 

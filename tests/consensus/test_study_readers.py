@@ -19,8 +19,9 @@ from annotation.models import (
     StudyMember,
     Task,
 )
+from annotation.services import sample_pairs
 from consensus.blinding import readers_needed
-from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
+from tests.factories import make_pair, make_reading_study, make_study, make_user, rate_open_reads
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -372,3 +373,27 @@ def test_the_reader_minimum_names_the_exams_in_the_most_pairs(client, coordinato
     assert "This study needs at least 12 active readers, 18 to give every third read; it has 12." in note
     assert escape(needed.explanation) in note
     assert "mimic-cxr 52000000, mimic-cxr 52000001" in note
+
+
+def test_adding_readers_and_assigning_update_the_minimum_beside_the_assign_form(client, coordinator):
+    study = make_study("fresh")
+    make_pair(study)
+    sample_pairs(study, per_variation=1, seed=1)
+    needed = readers_needed(study).initial
+    names = [f"r{n}" for n in range(1, needed + 1)]
+    for name in names:
+        make_user(Role.READER, username=name)
+    client.force_login(coordinator)
+    assert "it has 0." in client.get(_url(study)).content.decode()
+
+    added = client.post(_url(study, "study_add_member"), {"user": "r1", "role": "reader"}, **HTMX).content.decode()
+
+    assert '<p class="notice" id="assign-minimum" hx-swap-oob="true">' in added
+    assert "it has 1." in added
+    for name in names[1:]:
+        client.post(_url(study, "study_add_member"), {"user": name, "role": "reader"}, **HTMX)
+    assigned = client.post(_url(study, "study_assign"), {}, **HTMX).content.decode()
+
+    assert "Assigned" in assigned
+    assert 'id="assign-minimum" hx-swap-oob="true">' in assigned
+    assert f"it has {needed}." in assigned and "Add readers above first" not in assigned
