@@ -255,6 +255,7 @@ def _adjudication_context(adjudication: Adjudication, form: RatingForm | None = 
         "form": form if is_open else None,
         "position": queue["done"] + (1 if is_open else 0),
         "total": queue["total"],
+        "decided": queue["done"],  # the bar fills as adjudications are decided, not as they are opened
         **extra,
     }
 

@@ -146,3 +146,14 @@ def test_its_query_count_does_not_grow_with_the_study(client):
             client.get(url)
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+def test_the_progress_bar_fills_as_adjudications_are_decided_not_as_they_are_opened(client):
+    study, _, _ = make_reading_study()
+    adjudication = _split(study)
+    client.force_login(adjudication.adjudicator)
+
+    html = client.get(reverse("adjudication_page", args=[adjudication.public_id])).content.decode()
+
+    assert "Item 1 of 1" in html
+    assert '<progress max="1" value="0" aria-hidden="true">' in html
