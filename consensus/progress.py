@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import Paginator
 from django.db import models
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from annotation.models import (
     ACTIVE_ASSIGNMENT,
@@ -43,6 +43,9 @@ TASK_ORDER = list(Task.values)
 def _state_counts() -> dict[str, Count]:
     counts = {state: Count("pk", filter=Q(state=state)) for state in ExampleState.values}
     counts["unrouted"] = Count("pk", filter=Q(unrouted=True))
+    # A rating in its reader's undo window does not count yet (routing waits for it to settle).
+    unsettled = Annotation.objects.filter(example=OuterRef("pk"), settled_at__isnull=True, voided_at__isnull=True)
+    counts["settling"] = Count("pk", filter=Exists(unsettled))
     return counts
 
 
@@ -61,6 +64,7 @@ class ProgressRow:
     adjudication: int = 0
     consensus: int = 0
     unrouted: int = 0
+    settling: int = 0  # of these, with a rating still in its reader's undo window
 
     @property
     def total(self) -> int:
@@ -81,7 +85,7 @@ class ProgressRow:
         ]
 
     def add(self, other: "ProgressRow") -> None:
-        for name in ("waiting", "third_read", "adjudication", "consensus", "unrouted"):
+        for name in ("waiting", "third_read", "adjudication", "consensus", "unrouted", "settling"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -128,6 +132,7 @@ def study_progress(study: Study) -> StudyProgress:
             adjudication=cell[ExampleState.ADJUDICATION],
             consensus=cell[ExampleState.CONSENSUS],
             unrouted=cell["unrouted"],
+            settling=cell["settling"],
         )
         task = by_task.setdefault(cell["task"], TaskProgress(task=cell["task"]))
         task.variations.append(row)

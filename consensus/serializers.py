@@ -68,6 +68,9 @@ class ProgressRowSerializer(serializers.Serializer):
     consensus = serializers.IntegerField(help_text="Has a consensus label.")
     total = serializers.IntegerField()
     unrouted = serializers.IntegerField(help_text="Of these, waiting for an eligible reader or adjudicator.")
+    settling = serializers.IntegerField(
+        help_text="Of these, with a rating still in its reader's undo window: its state changes once it settles."
+    )
     percent_done = serializers.IntegerField(help_text="consensus / total, in percent, rounded down.")
 
 

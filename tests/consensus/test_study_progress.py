@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation.models import Example, RatingChoice, Role, Task
+from annotation.models import Example, RatingChoice, Role, Study, Task
 from tests.factories import make_reading_study, make_study, make_user, rate_open_reads
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -247,3 +247,30 @@ def test_the_examples_list_query_count_does_not_grow_with_the_study(client, coor
             assert client.get(url).status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1] <= 8, counts
+
+
+def test_it_says_which_examples_wait_for_a_rating_to_settle(client, coordinator):
+    study, _, _ = make_reading_study(pairs=2)
+    Study.objects.filter(pk=study.pk).update(undo_window_seconds=120)
+    study.refresh_from_db()
+    split, agreed, *_ = _examples(study, Task.REALISM)
+    rate_open_reads(split, RatingChoice.REALISTIC, RatingChoice.MINOR_ISSUES)
+    # Its second rating is still in its undo window: the example waits for it, not yet for a third read.
+    client.force_login(coordinator)
+
+    response = client.get(_url(study))
+    html = response.content.decode()
+
+    assert response.context["progress"].overall.settling == 1
+    assert "1 example has a rating still in its reader's undo window (120 seconds" in html
+    api = client.get(f"/api/studies/{study.slug}/progress/").json()
+    assert api["overall"]["settling"] == 1
+    assert agreed.pk
+
+
+def test_no_note_when_every_rating_has_settled(client, coordinator):
+    study, _, _ = make_reading_study(pairs=1)
+    rate_open_reads(_examples(study, Task.REALISM)[0], RatingChoice.REALISTIC, RatingChoice.REALISTIC)
+    client.force_login(coordinator)
+
+    assert "undo window" not in client.get(_url(study)).content.decode()
