@@ -114,14 +114,16 @@ def present(task: str, source, *, report_type: str = "", report_a_type: str = ""
 
 
 def api_payload(
-    item: ReadingItem, public_id, *, rating: str | None = None, rationale: str | None = None, **extra
+    item: ReadingItem, public_id, study: Study, *, rating: str | None = None, rationale: str | None = None, **extra
 ) -> dict:
     """An item as the API hands it to a reader, a judge or a reader practising: the blinded item and
-    its public id, plus what the caller adds (position and status, or what practice still needs),
-    and the stored rating once there is one. The one builder of every reading payload, so that a
-    field cannot reach one of them and not the others; the serializers choose what is sent."""
+    its public id, the study it belongs to (as the reading page names it), plus what the caller adds
+    (position and status, or what practice still needs), and the stored rating once there is one.
+    The one builder of every reading payload, so that a field cannot reach one of them and not the
+    others; the serializers choose what is sent."""
     return {
         "id": public_id,
+        "study": {"slug": study.slug, "name": study.name},
         "task": item.task,
         "question": item.question,
         "context": {name.lower(): text for name, text in item.context},

@@ -140,10 +140,16 @@ class ShownLabelSerializer(serializers.Serializer):
     rationale_required = serializers.BooleanField(source="needs_rationale")
 
 
+class StudyNameSerializer(serializers.Serializer):
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+
+
 class ReadingItemSerializer(serializers.Serializer):
     """A blinded assignment: no report type, variation, dataset, other ratings or internal ids."""
 
     id = serializers.UUIDField()
+    study = StudyNameSerializer(help_text="The study this item belongs to (its slug limits next to it: ?study=).")
     task = serializers.CharField()
     question = serializers.CharField()
     position = serializers.IntegerField(

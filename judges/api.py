@@ -48,6 +48,7 @@ def _payload(read: JudgeRead) -> dict:
     return api_payload(
         reading_item(read.example, report_a_type=read.report_a_type),
         read.public_id,
+        read.example.study,
         rating=read.rating or None,
         rationale=read.rationale if read.is_rated else None,
         position=judge_position(read),

@@ -60,6 +60,7 @@ def _reading_payload(assignment: Assignment) -> dict:
     return api_payload(
         reading_item(assignment.example, report_a_type=assignment.report_a_type),
         assignment.public_id,
+        assignment.example.study,
         rating=stored.rating if stored else None,
         rationale=stored.rationale if stored else None,
         position=queue_position(assignment),
@@ -94,6 +95,7 @@ def _practice_payload(attempt: PracticeAttempt) -> dict:
     return api_payload(
         practice_reading_item(attempt),
         attempt.public_id,
+        attempt.study,
         practice=True,
         remaining=practice_required(attempt.reader, attempt.study, attempt.task),
         form_token=uuid.uuid4(),

@@ -6,7 +6,7 @@ from annotation.models import (
     RATIONALE_MAX_LENGTH,
     RatingChoice,
 )
-from annotation.serializers import ShownLabelSerializer, ShownReportSerializer
+from annotation.serializers import ShownLabelSerializer, ShownReportSerializer, StudyNameSerializer
 
 
 class RatingRequestSerializer(serializers.Serializer):
@@ -82,6 +82,7 @@ class PracticeItemSerializer(serializers.Serializer):
     """A practice item exactly as a real item is shown (same blinding), plus how many remain."""
 
     id = serializers.UUIDField()
+    study = StudyNameSerializer()
     practice = serializers.BooleanField()
     task = serializers.CharField()
     question = serializers.CharField()

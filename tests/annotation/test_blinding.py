@@ -283,6 +283,7 @@ def test_the_api_payload_holds_only_the_documented_fields(world):
 
     assert set(data) == {
         "id",
+        "study",
         "task",
         "question",
         "position",
@@ -296,6 +297,7 @@ def test_the_api_payload_holds_only_the_documented_fields(world):
     }
     assert set(data["context"]) == {"indication", "comparison", "technique"}
     assert [set(report) for report in data["reports"]] == [{"heading", "findings", "impression"}]
+    assert set(data["study"]) == {"slug", "name"}  # the study's own names, as the reading page shows them
 
 
 def test_nothing_a_reader_receives_names_the_version_variation_dataset_or_internal_ids(world):

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.django_db
 JSON = "application/json"
 PAYLOAD_FIELDS = {
     "id",
+    "study",
     "task",
     "question",
     "position",
@@ -72,6 +73,8 @@ def test_next_returns_the_readers_next_open_assignment_blinded(client, queue):
     data = response.json()
     assert set(data) == PAYLOAD_FIELDS
     assert data["id"] == str(queue[0].public_id)
+    study = queue[0].example.study
+    assert data["study"] == {"slug": study.slug, "name": study.name}
     assert data["task"] == Task.REALISM
     assert data["question"].startswith("Is this report realistic?")
     assert data["position"] == 1
