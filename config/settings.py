@@ -1,7 +1,7 @@
 """ReadingRoom settings. Everything deployment-specific comes from the environment.
 
 DATABASE_URL   database (default: SQLite file db.sqlite3 in the project folder)
-SECRET_KEY     required unless DEBUG is on
+SECRET_KEY     required unless READINGROOM_DEMO or DEBUG is on
 DEBUG          off by default
 ALLOWED_HOSTS  comma-separated
 READINGROOM_RELEASES_DIR  where built release zips are kept (default: releases/ in the project)
@@ -22,18 +22,23 @@ from config.storage import local_storages, s3_storages
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", default=False)
+# The demo and the local commands (bin/demo, bin/manage): one person on this machine, served on
+# 127.0.0.1 without TLS, but with the site's own error pages and quiet logs (DEBUG's technical pages
+# and tracebacks only where a developer sets DEBUG=1).
+DEMO = env_bool("READINGROOM_DEMO", default=False)
+LOCAL = DEBUG or DEMO
 
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
-    if not DEBUG:
+    if not LOCAL:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. Set it in the environment (for example: "
             "export SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(50))')), "
-            "or set DEBUG=1 for local development (bin/manage and bin/demo do)."
+            "or set READINGROOM_DEMO=1 (or DEBUG=1) on your own machine (bin/manage and bin/demo do)."
         )
     SECRET_KEY = "development-only-insecure-key-do-not-use-in-production"  # noqa: S105
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else [])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if LOCAL else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
@@ -170,11 +175,11 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
+        if LOCAL
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
-WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_USE_FINDERS = LOCAL  # served from static/ as they are, no collectstatic
 
 # A reader whose queue is empty waits this long after a colleague's last rating before a read comes
 # from their reserve (consensus.reserve): while colleagues read, third reads come mixed with others.
@@ -215,8 +220,8 @@ elif READINGROOM_STORAGE == "s3":
 else:
     raise ImproperlyConfigured(f"READINGROOM_STORAGE={READINGROOM_STORAGE!r}: use local (the default) or s3.")
 
-# E-mail, for password resets (Django's MAILERS): an SMTP server when EMAIL_HOST is set; in
-# development (DEBUG) the console. Without either a password is reset by an administrator, and the
+# E-mail, for password resets (Django's MAILERS): an SMTP server when EMAIL_HOST is set; on one's
+# own machine (LOCAL: the demo, DEBUG) the console. Without either a password is reset by an administrator, and the
 # pages say so.
 _EMAIL_HOST = env_str("EMAIL_HOST")
 if _EMAIL_HOST:
@@ -233,18 +238,18 @@ if _EMAIL_HOST:
             },
         }
     }
-elif DEBUG:
+elif LOCAL:
     MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}
 # Else MAILERS is left undefined: Django's default (an SMTP server on this host), which nothing here uses.
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "ReadingRoom <readingroom@localhost>")
-READINGROOM_PASSWORD_RESET = bool(_EMAIL_HOST) or DEBUG
+READINGROOM_PASSWORD_RESET = bool(_EMAIL_HOST) or LOCAL
 
-# Security headers. Production sits behind TLS; the secure defaults follow DEBUG.
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=not DEBUG)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=not DEBUG)
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
+# Security headers. Production sits behind TLS; the secure defaults are off only on one's own machine.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not LOCAL)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=not LOCAL)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=not LOCAL)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if LOCAL else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not LOCAL)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
 # Preloading binds the whole domain and its subdomains to HTTPS for months and is the domain
 # owner's decision (SECURE_HSTS_PRELOAD=1), so the deploy check's reminder about it is silenced.

@@ -300,3 +300,24 @@ def test_password_resets_send_through_the_configured_mailer(database_url, env, e
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == expected
+
+
+def test_bin_manage_runs_as_the_demo_not_in_debug_mode(database_url):
+    code = "from django.conf import settings; print(settings.DEBUG, settings.DEMO, settings.SECURE_SSL_REDIRECT)"
+
+    result = _bin("manage", "shell", "--no-imports", "-c", code, DATABASE_URL=database_url)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False True False"
+
+
+def test_the_demo_shows_the_sites_own_error_pages_and_serves_its_static_files(database_url):
+    probe = (
+        "from django.test import Client; c = Client(HTTP_HOST='127.0.0.1'); "
+        "page = c.get('/no-such-page/'); css = c.get('/static/css/app.css'); "
+        "print(page.status_code, b'URLconf' in page.content, b'ReadingRoom' in page.content, css.status_code)"
+    )
+    result = _manage("shell", "--no-imports", "-c", probe, READINGROOM_DEMO="1", DATABASE_URL=database_url)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "404 False True 200"

@@ -56,7 +56,7 @@ TO_READ_SLUG = "demo-to-read"
 TO_READ_NAME = "Demo study 2 (to read)"
 TO_READ_DATASETS = ["iu-xray"]
 DEMO_SEED = 20260
-DEMO_PASSWORD = "readingroom-demo"  # noqa: S105 - published on purpose, refused outside DEBUG
+DEMO_PASSWORD = "readingroom-demo"  # noqa: S105 - published on purpose, refused outside the demo or DEBUG
 DEMO_LICENSE = (
     "ReadingRoom demo study: fictional reports written for this project, not taken from any dataset.\n"
     "Free to use for any purpose, without warranty.\n"
@@ -90,7 +90,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--force", action="store_true", help="Run even with DEBUG off (the demo password is public)."
+            "--force",
+            action="store_true",
+            help="Run even outside the demo (READINGROOM_DEMO) and DEBUG (the demo password is public).",
         )
         parser.add_argument(
             "--with-ratings",
@@ -101,10 +103,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         self.warned: set[str] = set()
-        if not settings.DEBUG and not options["force"]:
+        if not settings.LOCAL and not options["force"]:
             raise CommandError(
-                "load_demo creates users with a published password. Run it on a development database "
-                "with DEBUG=1, or pass --force if you really mean to."
+                "load_demo creates users with a published password. Run it on your own machine's database "
+                "with READINGROOM_DEMO=1 (as bin/demo does) or DEBUG=1, or pass --force if you really mean to."
             )
         with transaction.atomic():
             study = Study.objects.filter(slug=DEMO_SLUG).first()
