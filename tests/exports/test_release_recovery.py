@@ -205,6 +205,33 @@ def test_the_next_build_a_worker_starts_fails_the_one_whose_worker_died(releases
 
 
 @pytest.mark.django_db
+def test_a_queued_build_whose_task_was_taken_and_dropped_fails_and_one_taken_just_now_does_not(releases_dir, caplog):
+    study = make_study("s1")
+    long_ago = timezone.now() - timedelta(minutes=5)
+    dropped = make_release(study, task_id=str(_task(TaskResultStatus.RUNNING, started_at=long_ago).id))
+    just_taken = make_release(study, task_id=str(_task(TaskResultStatus.RUNNING, started_at=timezone.now()).id))
+    Release.objects.filter(pk__in=[dropped.pk, just_taken.pk]).update(created_at=long_ago)
+    # Another job's task, taken long ago and still running: not a build's, left alone.
+    other = _task(TaskResultStatus.RUNNING, task_path="analysis.tasks.compute_results_task", started_at=long_ago)
+
+    failed = recovery.fail_stale_releases()
+
+    assert [release.pk for release in failed] == [dropped.pk]
+    dropped.refresh_from_db()
+    just_taken.refresh_from_db()
+    assert dropped.status == ReleaseStatus.FAILED
+    assert (
+        dropped.error == "The worker that took this build stopped before starting it (2 minutes ago). Build it again."
+    )
+    assert just_taken.status == ReleaseStatus.QUEUED
+    [event] = dropped.events.all()
+    assert event.detail == f"task {dropped.task_id} taken by a worker that never started it"
+    assert f"Release {dropped.public_id}: worker lost before the build started, marked failed" in caplog.messages
+    other.refresh_from_db()
+    assert other.status == TaskResultStatus.RUNNING
+
+
+@pytest.mark.django_db
 def test_a_build_with_a_recent_heartbeat_is_left_alone(client, releases_dir):
     study = make_study("s1")
     alive = _left_by_a_dead_worker(study, releases_dir, minutes_ago=1)
