@@ -1,3 +1,7 @@
+"""The reader API (/api/reading/): the next item, an item, a rating, undo, progress, the guide and
+practice, for radiologists (RadiologistReads) and automated judges (judges.api.JudgeReads), chosen
+once per request."""
+
 import uuid
 
 from django.db.models import QuerySet
