@@ -103,7 +103,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         self.warned: set[str] = set()
-        if not settings.LOCAL and not options["force"]:
+        if not (settings.DEMO or settings.DEBUG) and not options["force"]:
             raise CommandError(
                 "load_demo creates users with a published password. Run it on your own machine's database "
                 "with READINGROOM_DEMO=1 (as bin/demo does) or DEBUG=1, or pass --force if you really mean to."
