@@ -37,3 +37,7 @@ class IsReaderOrJudge(BasePermission):
 
 class IsDataManager(_HasRole):
     role = Role.DATA_MANAGER
+
+
+class IsAdjudicator(_HasRole):
+    role = Role.ADJUDICATOR

@@ -61,6 +61,7 @@ router.include_format_suffixes = False
 router.register("studies", annotation_api.StudyViewSet, basename="study")
 router.register("datasets", annotation_api.DatasetViewSet, basename="dataset")
 router.register("reading", reading_api.ReadingViewSet, basename="reading")
+router.register("adjudications", reading_api.AdjudicationViewSet, basename="adjudication")
 # The data manager's API: queue release builds, follow them, download the zip.
 router.register(r"studies/(?P<slug>[^/.]+)/releases", exports_api.StudyReleaseViewSet, basename="study-release")
 router.register("releases", exports_api.ReleaseViewSet, basename="release")

@@ -2,6 +2,7 @@
 practice, for radiologists (RadiologistReads) and automated judges (judges.api.JudgeReads), chosen
 once per request."""
 
+import dataclasses
 import uuid
 
 from django.db.models import QuerySet
@@ -30,7 +31,7 @@ from annotation.models import (
     Task,
 )
 from annotation.parsers import BoundedJSONParser
-from annotation.permissions import IsReaderOrJudge
+from annotation.permissions import IsAdjudicator, IsReaderOrJudge
 from annotation.practice import (
     PendingStep,
     PracticeRefused,
@@ -44,13 +45,17 @@ from annotation.practice import (
 from annotation.reading import api_payload, queue_position, reading_item, undo_seconds_left
 from annotation.serializers import DetailSerializer, QueueSerializer, ReadingItemSerializer
 from consensus import reserve
+from consensus.adjudication import adjudication_queue, prior_ratings
+from consensus.models import Adjudication, AdjudicationStatus
 from consensus.services import (
     AlreadySubmitted,
     NoSuchWork,
     NotShownYet,
     SubmissionRefused,
     UndoRefused,
+    show_adjudication,
     show_assignment,
+    submit_adjudication,
     submit_annotation,
     undo_last_rating,
 )
@@ -379,3 +384,128 @@ class ReadingViewSet(viewsets.ViewSet):
         }
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(serializers.PracticeResultSerializer(body).data, status=code)
+
+
+# --- The adjudicator's API ------------------------------------------------------------------------
+
+
+def _adjudication_payload(adjudication: Adjudication) -> dict:
+    """The page's adjudication as the API sends it, built by the one payload builder."""
+    queue = adjudication_queue(adjudication.adjudicator, study_id=adjudication.example.study_id)
+    is_open = adjudication.status == AdjudicationStatus.OPEN
+    return api_payload(
+        reading_item(adjudication.example, report_a_type=adjudication.report_a_type),
+        adjudication.public_id,
+        adjudication.example.study,
+        rating=None if is_open else adjudication.rating,
+        rationale=None if is_open else adjudication.rationale,
+        priors=[dataclasses.asdict(prior) for prior in prior_ratings(adjudication)],
+        position=queue["done"] + (1 if is_open else 0),
+        total=queue["total"],
+        status="open" if is_open else "done",
+        form_token=uuid.uuid4() if is_open else None,
+    )
+
+
+def _own_adjudication(request: Request, adjudication_id: uuid.UUID | str) -> Adjudication:
+    """The caller's adjudication, open or decided (a voided one, or another adjudicator's, is 404)."""
+    found = (
+        Adjudication.objects.filter(adjudicator=request.user, public_id=adjudication_id)
+        .exclude(status=AdjudicationStatus.VOIDED)
+        .select_related("adjudicator", "example__pair", "example__study")
+        .first()
+    )
+    if found is None:
+        raise NotFound
+    return found
+
+
+ADJUDICATION_ID = OpenApiParameter(
+    "adjudication_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The adjudication's id."
+)
+
+
+class AdjudicationViewSet(viewsets.ViewSet):
+    """The adjudicator's side: the next three-way split to decide, one of yours, and the decision,
+    with the page's blinding (the three ratings shuffled, without names) and its exactly-once rule."""
+
+    permission_classes = [IsAdjudicator]
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
+    lookup_field = "adjudication_id"
+    lookup_value_regex = ReadingViewSet.lookup_value_regex
+
+    @extend_schema(
+        parameters=[OpenApiParameter("study", str, description="Study slug; default: any study.")],
+        responses={200: serializers.AdjudicationItemSerializer, 204: None},
+    )
+    @action(detail=False, methods=["get"])
+    def next(self, request: Request) -> Response:
+        """Your next open adjudication, shown (204 when none waits)."""
+        study = None
+        if slug := request.query_params.get("study"):
+            study = Study.objects.filter(slug=slug).values_list("pk", flat=True).first()
+            if study is None:
+                return Response(status=status.HTTP_204_NO_CONTENT)
+        following = adjudication_queue(request.user, study_id=study)["next"]
+        if following is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return self._shown(_own_adjudication(request, following.public_id))
+
+    @extend_schema(parameters=[ADJUDICATION_ID], responses={200: serializers.AdjudicationItemSerializer})
+    def retrieve(self, request: Request, adjudication_id: str | None = None) -> Response:
+        """One of your adjudications (another adjudicator's is 404). An open one is shown by this."""
+        return self._shown(_own_adjudication(request, adjudication_id))
+
+    @extend_schema(
+        parameters=[ADJUDICATION_ID],
+        request=serializers.RatingRequestSerializer,
+        responses={
+            201: serializers.DecisionResultSerializer,
+            200: serializers.DecisionResultSerializer,
+            400: serializers.RatingErrorSerializer,
+            409: serializers.DecisionResultSerializer,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def decision(self, request: Request, adjudication_id: str | None = None) -> Response:
+        """Decide, after fetching it: your rating becomes the consensus; a rationale is always required.
+        The same form_token again answers with the stored decision."""
+        form = serializers.RatingRequestSerializer(data=request.data)
+        if not form.is_valid():
+            field, problems = next(iter(form.errors.items()))
+            return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
+        adjudication = _own_adjudication(request, adjudication_id)
+        token = form.validated_data["form_token"]
+        created = adjudication.form_token != token
+        try:
+            decided = submit_adjudication(
+                adjudicator=request.user,
+                adjudication_id=adjudication.public_id,
+                rating=form.validated_data["rating"],
+                rationale=form.validated_data["rationale"],
+                form_token=token,
+                require_shown=True,
+            )
+        except NotShownYet:
+            return _rating_refused(f"Fetch the adjudication first: GET /api/adjudications/{adjudication_id}/.", None)
+        except AlreadySubmitted as already:
+            stored = already.annotation
+            body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        except SubmissionRefused as refused:
+            return _rating_refused(str(refused), refused.field)
+        except NoSuchWork:
+            raise NotFound from None
+        following = adjudication_queue(request.user, study_id=adjudication.example.study_id)["next"]
+        body = {
+            "rating": decided.rating,
+            "rationale": decided.rationale,
+            "created": created,
+            "next": following.public_id if following else None,
+        }
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    def _shown(self, adjudication: Adjudication) -> Response:
+        if adjudication.status == AdjudicationStatus.OPEN:
+            adjudication = show_adjudication(adjudication)
+        return Response(serializers.AdjudicationItemSerializer(_adjudication_payload(adjudication)).data)

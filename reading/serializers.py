@@ -101,3 +101,39 @@ class PracticeResultSerializer(serializers.Serializer):
     agrees = serializers.BooleanField()
     created = serializers.BooleanField()
     remaining = serializers.IntegerField(help_text="Practice items of this task still to rate.")
+
+
+class PriorRatingSerializer(serializers.Serializer):
+    """One of the three readers' ratings an adjudicator weighs: shuffled, without names."""
+
+    label = serializers.CharField()
+    rationale = serializers.CharField(allow_blank=True)
+    order_differs = serializers.BooleanField(
+        help_text="Task 2: this reader saw Report A and B the other way round from you."
+    )
+
+
+class AdjudicationItemSerializer(serializers.Serializer):
+    """An adjudication as the adjudicator's page shows it: the blinded item, the three ratings, no names."""
+
+    id = serializers.UUIDField()
+    study = StudyNameSerializer()
+    task = serializers.CharField()
+    question = serializers.CharField()
+    position = serializers.IntegerField(help_text="Of your adjudications in this study: decided ones, plus one.")
+    total = serializers.IntegerField(help_text="Your adjudications in this study, decided and open.")
+    context = serializers.DictField(child=serializers.CharField(allow_blank=True))
+    reports = ShownReportSerializer(many=True)
+    labels = ShownLabelSerializer(many=True)
+    priors = PriorRatingSerializer(many=True)
+    status = serializers.ChoiceField(choices=["open", "done"])
+    form_token = serializers.UUIDField(allow_null=True, help_text="Send it back with the decision; new on every fetch.")
+    rating = serializers.CharField(allow_null=True, help_text="Your decision, once made.")
+    rationale = serializers.CharField(allow_null=True)
+
+
+class DecisionResultSerializer(serializers.Serializer):
+    rating = serializers.CharField()
+    rationale = serializers.CharField()
+    created = serializers.BooleanField(help_text="False: this form_token was already stored (a retry).")
+    next = serializers.UUIDField(allow_null=True, help_text="Your next open adjudication in this study, if any.")

@@ -45,6 +45,7 @@ USER_KINDS: dict[str, Callable] = {
 COORDINATORS = {"coordinator", "superuser"}
 DATA_MANAGERS = {"data manager", "superuser"}
 READERS = {"reader", "superuser"}
+ADJUDICATORS = {"adjudicator", "superuser"}
 # The reader API also serves automated judges (from their own queue); nothing else does.
 READERS_AND_JUDGES = READERS | {"automated judge"}
 LOGGED_IN = set(USER_KINDS) - {"anonymous", "inactive coordinator"}  # an inactive user's session is anonymous
@@ -182,6 +183,10 @@ ENDPOINTS = [
     Endpoint("reading-rating", "post", f"/api/reading/{SOME_ID}/rating/", READERS_AND_JUDGES, 404, _rating),
     # Nothing rated: nothing to take back (409, with the reason); a judge's ratings are never taken back.
     Endpoint("reading-undo", "post", "/api/reading/undo/", READERS_AND_JUDGES, 409),
+    # The adjudicator's API (nothing to adjudicate here: 204, and another's id is 404).
+    Endpoint("adjudication-next", "get", "/api/adjudications/next/", ADJUDICATORS, 204),
+    Endpoint("adjudication-detail", "get", f"/api/adjudications/{SOME_ID}/", ADJUDICATORS, 404),
+    Endpoint("adjudication-decision", "post", f"/api/adjudications/{SOME_ID}/decision/", ADJUDICATORS, 404, _rating),
     # The reader guide and the practice round (a study these readers have no part in: 404).
     Endpoint("reading-guide", "get", "/api/reading/guide/?study=s1", READERS_AND_JUDGES, 404),
     Endpoint(

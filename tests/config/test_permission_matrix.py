@@ -847,6 +847,21 @@ MATRIX: dict[tuple[str, str], Entry] = {
     ),
     # Nothing to take back (a judge's ratings never are): 409 with the reason.
     ("reading-undo", "post"): Entry(READERS_AND_JUDGES, 409, _fixed("/api/reading/undo/")),
+    # The adjudicator's API: the same adjudications as the page, theirs only.
+    ("adjudication-next", "get"): Entry(frozenset({ADJUDICATOR}), 200, _fixed("/api/adjudications/next/")),
+    ("adjudication-detail", "get"): Entry(
+        frozenset({ADJUDICATOR}),
+        200,
+        _with_id("/api/adjudications/{}/", "own adjudication"),
+        other=_with_id("/api/adjudications/{}/", "someone else's adjudication"),
+    ),
+    ("adjudication-decision", "post"): Entry(
+        frozenset({ADJUDICATOR}),
+        201,
+        _with_id("/api/adjudications/{}/decision/", "own adjudication"),
+        other=_with_id("/api/adjudications/{}/decision/", "someone else's adjudication"),
+        data=_adjudication_rating,
+    ),
     # The guide and practice round of a study the reader reads in (a judge reads in none: 404).
     ("reading-guide", "get"): Entry(
         READERS_AND_JUDGES,
