@@ -95,7 +95,10 @@ READ_BODY = [
     e
     for e in POSTS
     if e.content_type
-    and (e.status != 404 or e.url_name in ("reading-rating", "reading-guide", "reading-practice-rating"))
+    and (
+        e.status != 404
+        or e.url_name in ("reading-rating", "reading-guide", "reading-practice-rating", "adjudication-decision")
+    )
 ]
 
 
