@@ -115,6 +115,24 @@ def _rating_refused(detail: str, field: str | None) -> Response:
     return Response({"detail": detail, "field": field}, status=status.HTTP_400_BAD_REQUEST)
 
 
+def _form_refused(form) -> Response:
+    """400 naming the first field at fault (null for an error of the whole form)."""
+    field, problems = next(iter(form.errors.items()))
+    return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
+
+
+def _submission_refused(refused: SubmissionRefused, fetch: str) -> Response:
+    """A rating or decision the services refused, as the API answers it: 400 naming the field (or what
+    to fetch first, for one never shown), or 409 with the stored one when it was already given."""
+    if isinstance(refused, NotShownYet):
+        return _rating_refused(f"Fetch {fetch}.", None)
+    if isinstance(refused, AlreadySubmitted):
+        stored = refused.annotation
+        body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    return _rating_refused(str(refused), refused.field)
+
+
 def _task_parameter(request: Request) -> str:
     task = request.query_params.get("task")
     if task not in Task.values:
@@ -163,14 +181,8 @@ class RadiologistReads:
                 # Never shown, never read: and a Task 2 rating would have no Report A to record.
                 require_shown=True,
             )
-        except NotShownYet:
-            return _rating_refused(f"Fetch the item first: GET /api/reading/{assignment_id}/.", None)
-        except AlreadySubmitted as already:
-            stored = already.annotation
-            body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
-            return Response(body, status=status.HTTP_409_CONFLICT)
         except SubmissionRefused as refused:
-            return _rating_refused(str(refused), refused.field)
+            return _submission_refused(refused, f"the item first: GET /api/reading/{assignment_id}/")
         except NoSuchWork:
             raise NotFound from None
         example = result.annotation.example
@@ -258,8 +270,7 @@ class ReadingViewSet(viewsets.ViewSet):
         with the stored rating. A refused rating is a 400 naming the field at fault (null if none)."""
         form = serializers.RatingRequestSerializer(data=request.data)
         if not form.is_valid():
-            field, problems = next(iter(form.errors.items()))
-            return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
+            return _form_refused(form)
         return self.reads.rate_item(assignment_id, form.validated_data)
 
     @extend_schema(
@@ -359,8 +370,7 @@ class ReadingViewSet(viewsets.ViewSet):
         are never study data."""
         form = serializers.RatingRequestSerializer(data=request.data)
         if not form.is_valid():
-            field, problems = next(iter(form.errors.items()))
-            return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
+            return _form_refused(form)
         try:
             attempt, created = submit_practice(
                 reader=request.user,
@@ -472,8 +482,7 @@ class AdjudicationViewSet(viewsets.ViewSet):
         The same form_token again answers with the stored decision."""
         form = serializers.RatingRequestSerializer(data=request.data)
         if not form.is_valid():
-            field, problems = next(iter(form.errors.items()))
-            return _rating_refused(str(problems[0]), None if field == api_settings.NON_FIELD_ERRORS_KEY else field)
+            return _form_refused(form)
         adjudication = _own_adjudication(request, adjudication_id)
         token = form.validated_data["form_token"]
         created = adjudication.form_token != token
@@ -486,14 +495,8 @@ class AdjudicationViewSet(viewsets.ViewSet):
                 form_token=token,
                 require_shown=True,
             )
-        except NotShownYet:
-            return _rating_refused(f"Fetch the adjudication first: GET /api/adjudications/{adjudication_id}/.", None)
-        except AlreadySubmitted as already:
-            stored = already.annotation
-            body = {"rating": stored.rating, "rationale": stored.rationale, "created": False, "next": None}
-            return Response(body, status=status.HTTP_409_CONFLICT)
         except SubmissionRefused as refused:
-            return _rating_refused(str(refused), refused.field)
+            return _submission_refused(refused, f"the adjudication first: GET /api/adjudications/{adjudication_id}/")
         except NoSuchWork:
             raise NotFound from None
         following = adjudication_queue(request.user, study_id=adjudication.example.study_id)["next"]
