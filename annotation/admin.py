@@ -3,6 +3,7 @@ from django.http import HttpRequest
 
 from annotation.models import (
     Annotation,
+    ApiToken,
     Assignment,
     AuditEvent,
     CandidatePair,
@@ -169,3 +170,13 @@ class PreferencesAdmin(admin.ModelAdmin):
     list_display = ["user", "theme", "single_key_shortcuts"]
     list_filter = ["theme", "single_key_shortcuts"]
     list_select_related = ["user"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """People make and revoke tokens on their Settings page, coordinators revoke them on the API
+    tokens page (both recorded in the person's history here); the key itself is never stored."""
+
+    list_display = ["name", "user", "scope", "prefix", "created_at", "last_used_at"]
+    list_filter = ["scope"]
+    search_fields = ["name", "user__username"]

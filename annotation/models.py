@@ -495,6 +495,52 @@ class Preferences(models.Model):
         return f"Preferences of {self.user}"
 
 
+class TokenScope(models.TextChoices):
+    """What a request with an API token may do: the roles of its person, or only the reading ones."""
+
+    READING = "reading", "Reading only"
+    ALL = "all", "All my roles"
+
+
+# The roles a reading token keeps: what readers, adjudicators and automated judges do through the API.
+READING_ROLES = frozenset({Role.READER, Role.ADJUDICATOR, Role.JUDGE})
+
+
+class ApiToken(models.Model):
+    """A named key a person's program sends ("Authorization: Token <key>"); a person may have several.
+
+    The key is shown once, when the token is made; only its SHA-256 digest is kept, so a copy of
+    the database gives nobody a working key. A reading token acts with its person's reading roles
+    only (reader, adjudicator, judge), whatever else they hold. Revoking deletes the row; who made
+    and revoked which token is in the admin's log of its person (annotation/tokens.py).
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=64, help_text="What the token is for, e.g. the program or computer using it.")
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(
+        max_length=8, editable=False, help_text="The key's first characters, to tell tokens apart."
+    )
+    scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.READING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["user_id", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], name="api_token_name_unique_per_user"),
+            models.CheckConstraint(condition=Q(scope__in=TokenScope.values), name="api_token_scope_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @staticmethod
+    def digest_of(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
 class CandidatePair(models.Model):
     """An original report and its rewrite along one variation, with their shared context."""
 

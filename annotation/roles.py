@@ -31,6 +31,7 @@ ROLE_GROUP_NAMES: dict[str, str] = {role.value: role.label for role in Role}
 
 
 ROLE_CACHE = "_readingroom_roles"
+ROLE_LIMIT = "_readingroom_role_limit"
 
 
 def has_role(user: AbstractBaseUser | AnonymousUser, role: str) -> bool:
@@ -45,16 +46,21 @@ def user_roles(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
     """
     if not (user.is_authenticated and user.is_active):
         return frozenset()
-    if user.is_superuser:
-        return PERSON_ROLES
-    cached = user.__dict__.get(ROLE_CACHE)
-    if cached is None:
+    held = PERSON_ROLES if user.is_superuser else user.__dict__.get(ROLE_CACHE)
+    if held is None:
         sql, params = _roles_statement()
         with connection.cursor() as cursor:
             cursor.execute(sql, [*params, user.pk, user.pk])
             remember_roles(user, cursor.fetchall())
-        cached = user.__dict__[ROLE_CACHE]
-    return cached
+        held = user.__dict__[ROLE_CACHE]
+    limit = user.__dict__.get(ROLE_LIMIT)
+    return held if limit is None else held & limit
+
+
+def limit_roles(user: AbstractBaseUser, roles: frozenset[str]) -> None:
+    """Let this user object act with no roles beyond these, for the request it came with (a reading
+    API token's: annotation.authentication)."""
+    user.__dict__[ROLE_LIMIT] = roles
 
 
 def remember_roles(user: AbstractBaseUser, rows: Iterable[tuple[str | None, str | None]]) -> None:

@@ -146,12 +146,11 @@ def create_pairs(study, count: int) -> None:
 
 
 def create_people(study, *, readers: int, adjudicators: int, slug: str):
-    """A coordinator, readers and adjudicators enrolled in the study; readers get API tokens.
+    """A coordinator, readers and adjudicators enrolled in the study.
 
-    Nobody gets a password: the benchmark signs in with tokens.
+    Nobody gets a password: the benchmark signs in with API tokens it makes (bench/reading.py).
     """
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
     from annotation.models import MemberRole, Role, Subspecialty
     from annotation.roles import grant_role
@@ -166,7 +165,6 @@ def create_people(study, *, readers: int, adjudicators: int, slug: str):
         user = User.objects.create_user(username=f"{slug}-reader{n:02d}")
         grant_role(user, Role.READER, subspecialty=subspecialties[n % len(subspecialties)])
         add_study_member(study, user, MemberRole.READER, actor=coordinator)
-        Token.objects.create(user=user)
         reader_names.append(user.username)
     for n in range(1, adjudicators + 1):
         user = User.objects.create_user(username=f"{slug}-adjudicator{n:02d}")

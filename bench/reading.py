@@ -167,13 +167,21 @@ def work_rows_read() -> int:
 
 
 def reader_tokens(slug: str) -> list[str]:
-    from rest_framework.authtoken.models import Token
+    """A new reading token for each reader of the study (keys are kept only as digests, so the
+    run makes its own, replacing an earlier run's)."""
+    from django.contrib.auth import get_user_model
 
-    return list(
-        Token.objects.filter(
-            user__study_memberships__study__slug=slug, user__study_memberships__role="reader"
-        ).values_list("key", flat=True)
+    from annotation.models import ApiToken, TokenScope
+    from annotation.tokens import issue_token, revoke_token
+
+    readers = (
+        get_user_model()
+        .objects.filter(study_memberships__study__slug=slug, study_memberships__role="reader")
+        .order_by("pk")
     )
+    for earlier in ApiToken.objects.filter(user__in=readers, name="Benchmark"):
+        revoke_token(earlier, actor=None)
+    return [issue_token(reader, name="Benchmark", scope=TokenScope.READING)[1] for reader in readers]
 
 
 def floor_ids(slug: str, count: int) -> list[str]:

@@ -8,14 +8,21 @@ HTTP request would; only the network is left out.
 import json
 
 from django.urls import resolve
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIRequestFactory
+
+from annotation.models import ApiToken, TokenScope
+from annotation.tokens import issue_token, revoke_token
+
+# The token this transport makes for its judge, made again (a new key) for each transport.
+TOKEN_NAME = "In-process client"  # noqa: S105 (a name, not a secret)
 
 
 class InProcessTransport:
     def __init__(self, user) -> None:
-        token, _ = Token.objects.get_or_create(user=user)
-        self.headers = {"HTTP_AUTHORIZATION": f"Token {token.key}"}
+        for earlier in ApiToken.objects.filter(user=user, name=TOKEN_NAME):
+            revoke_token(earlier, actor=None)
+        key = issue_token(user, name=TOKEN_NAME, scope=TokenScope.READING)[1]
+        self.headers = {"HTTP_AUTHORIZATION": f"Token {key}"}
         self.factory = APIRequestFactory()
 
     def _call(self, request) -> tuple[int, dict | list | None]:

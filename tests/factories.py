@@ -7,6 +7,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from annotation.models import Assignment, CandidatePair, Dataset, Example, Study, Task, Verdict
 from annotation.roles import grant_role
+from annotation.tokens import issue_token, scopes_for
 
 _counter = itertools.count(1)
 
@@ -22,6 +23,15 @@ def make_user(*roles: str, username: str | None = None, subspecialty: str | None
     for role in roles:
         grant_role(user, role, subspecialty=subspecialty)
     return user
+
+
+def make_token(user: AbstractBaseUser, *, scope: str | None = None, name: str | None = None) -> str:
+    """A new API token of user, by default with all their roles; returns its key."""
+    name = name or f"token {next(_token_names)}"
+    return issue_token(user, name=name, scope=scope or scopes_for(user)[-1])[1]
+
+
+_token_names = itertools.count(1)
 
 
 def make_study(slug: str | None = None, **fields) -> Study:

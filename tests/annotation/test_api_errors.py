@@ -4,13 +4,12 @@ import json
 
 import pytest
 from django.test import Client, RequestFactory, override_settings
-from rest_framework.authtoken.models import Token
 
 from annotation.api_errors import server_error
 from annotation.models import Annotation, AuditEvent, CandidatePair, Role, Study, StudyMember
 from annotation.parsers import MAX_JSON_DEPTH, json_depth
 from tests.annotation.test_api_permissions import ENDPOINTS
-from tests.factories import make_pair, make_study, make_user
+from tests.factories import make_pair, make_study, make_token, make_user
 
 POSTS = [e for e in ENDPOINTS if e.method == "post"]
 
@@ -174,8 +173,8 @@ def test_it_answers_too_many_form_fields_with_a_json_400(superuser_client):
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000)
 def test_a_token_client_gets_the_json_413_too(db):
     make_study("s1")
-    token = Token.objects.create(user=make_user(Role.COORDINATOR))
-    client = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    token = make_token(make_user(Role.COORDINATOR))
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
 
     response = client.post("/api/studies/s1/sample/", {"per_variation": 1, "x": "y" * 2000}, "application/json")
 

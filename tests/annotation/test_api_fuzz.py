@@ -22,11 +22,11 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
-from rest_framework.authtoken.models import Token
 from schemathesis import GenerationMode
 
 from annotation.models import (
     Annotation,
+    ApiToken,
     Assignment,
     AuditEvent,
     CandidatePair,
@@ -38,7 +38,7 @@ from annotation.models import (
 from consensus.models import Adjudication, ConsensusLabel
 from exports.models import Release
 from exports.services import request_release
-from tests.factories import make_reading_study, make_user, rate_open_reads
+from tests.factories import make_reading_study, make_token, make_user, rate_open_reads
 from tests.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.fuzz
@@ -58,7 +58,7 @@ WATCHED = [
     ConsensusLabel,
     Release,
     AuditEvent,
-    Token,
+    ApiToken,
     get_user_model(),
 ]
 
@@ -125,7 +125,7 @@ def world(db) -> dict:
     }
     own = Assignment.objects.filter(reader=readers[0]).order_by("pk").first()
     return {
-        "tokens": {role: Token.objects.create(user=user).key for role, user in users.items()},
+        "tokens": {role: make_token(user) for role, user in users.items()},
         "real": {
             "slug": study.slug,
             "key": "mimic-cxr",

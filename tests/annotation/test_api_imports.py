@@ -6,10 +6,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from annotation.models import CandidatePair, Study
-from tests.factories import csv_bytes, csv_row, jsonl_bytes
+from tests.factories import csv_bytes, csv_row, jsonl_bytes, make_token
 
 
 @pytest.fixture
@@ -162,8 +161,8 @@ def test_it_404s_for_an_unknown_study(coordinator_client):
 
 
 def test_it_accepts_token_authentication(client, coordinator, study):
-    token = Token.objects.create(user=coordinator)
-    response = _post(client, study, csv_bytes([csv_row()]), headers={"Authorization": f"Token {token.key}"})
+    token = make_token(coordinator)
+    response = _post(client, study, csv_bytes([csv_row()]), headers={"Authorization": f"Token {token}"})
     assert response.status_code == 201
     assert CandidatePair.objects.filter(study=study).count() == 1
 
@@ -176,8 +175,8 @@ def test_it_denies_readers(client, reader, study):
 
 
 def test_it_denies_readers_with_a_token(client, reader, study):
-    token = Token.objects.create(user=reader)
-    response = _post(client, study, csv_bytes([csv_row()]), headers={"Authorization": f"Token {token.key}"})
+    token = make_token(reader)
+    response = _post(client, study, csv_bytes([csv_row()]), headers={"Authorization": f"Token {token}"})
     assert response.status_code == 403
     assert not CandidatePair.objects.exists()
 

@@ -10,7 +10,6 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import URLResolver, get_resolver, resolve
-from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.test import APIRequestFactory, force_authenticate
@@ -29,7 +28,7 @@ from annotation.models import (
 )
 from annotation.permissions import DenyAll
 from config.urls import router
-from tests.factories import csv_bytes, csv_row, make_pair, make_study, make_user
+from tests.factories import csv_bytes, csv_row, make_pair, make_study, make_token, make_user
 
 USER_KINDS: dict[str, Callable] = {
     "anonymous": lambda: None,
@@ -298,8 +297,8 @@ def test_the_matrix_covers_every_api_route():
 
 
 def _token_client(user) -> Client:
-    token = Token.objects.create(user=user)
-    return Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    token = make_token(user)
+    return Client(HTTP_AUTHORIZATION=f"Token {token}")
 
 
 def test_it_accepts_a_coordinators_token(api_study):

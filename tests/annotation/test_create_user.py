@@ -7,9 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
 
-from annotation.models import ReaderProfile, Role, Subspecialty
+from annotation.models import ApiToken, ReaderProfile, Role, Subspecialty, TokenScope
 from annotation.roles import ROLE_GROUP_NAMES, has_role
 
 User = get_user_model()
@@ -92,20 +91,29 @@ def test_it_refuses_an_unknown_role(db):
     assert not User.objects.filter(username="gina").exists()
 
 
-def test_it_prints_an_api_token(db):
+def test_it_prints_an_api_token_with_all_the_persons_roles(db):
     out = _run("hank", "--role", "coordinator", "--token")
 
-    token = Token.objects.get(user__username="hank")
-    assert f"API token: {token.key}" in out
+    token = ApiToken.objects.get(user__username="hank")
+    key = out.split("API token: ")[1].strip()
+    assert (token.name, token.scope, token.digest) == ("Command line", TokenScope.ALL, ApiToken.digest_of(key))
+    assert key not in str(list(ApiToken.objects.values_list()))  # only its digest is kept
 
 
-def test_it_prints_the_same_token_when_run_again(db):
+def test_a_readers_token_is_for_reading(db):
+    _run("hank", "--role", "reader", "--subspecialty", "general", "--token", "laptop")
+
+    assert ApiToken.objects.get(user__username="hank").scope == TokenScope.READING
+
+
+def test_running_again_makes_another_token_only_under_another_name(db):
     first = _run("hank", "--role", "coordinator", "--token")
-    second = _run("hank", "--role", "coordinator", "--token")
+    with pytest.raises(CommandError, match='already has a token named "Command line": choose another name'):
+        _run("hank", "--role", "coordinator", "--token")
+    second = _run("hank", "--role", "coordinator", "--token", "backup script")
 
-    token = Token.objects.get(user__username="hank")
-    assert f"API token: {token.key}" in first
-    assert f"API token: {token.key}" in second
+    assert first.split("API token: ")[1] != second.split("API token: ")[1]
+    assert sorted(ApiToken.objects.values_list("name", flat=True)) == ["Command line", "backup script"]
 
 
 def test_running_again_adds_roles_without_duplicating_anything(db):

@@ -6,7 +6,6 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from annotation.guide import GuideRefused, confirm_guide, publish_guide, render_guide
 from annotation.models import (
@@ -20,7 +19,7 @@ from annotation.models import (
     Task,
 )
 from tests.browser.test_hostile_text import CORPUS
-from tests.factories import make_reading_study, make_user
+from tests.factories import make_reading_study, make_token, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -335,7 +334,7 @@ def test_the_reader_api_waits_for_the_guide_then_serves_items(reading):
 
     study, reader, _ = reading
     publish_guide(study, "Guide text.", author=None)
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {make_token(reader)}")
 
     refused = client.get("/api/reading/next/?task=realism")
     assert refused.status_code == 409 and refused.json()["required"] == "guide"
@@ -351,7 +350,7 @@ def test_the_coordinator_api_saves_versions(reading):
 
     study, reader, _ = reading
     coordinator = make_user(Role.COORDINATOR)
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=coordinator).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {make_token(coordinator)}")
     url = f"/api/studies/{study.slug}/guide/"
 
     assert client.post(url, {"text": "One."}, content_type=JSON).status_code == 201
@@ -359,5 +358,5 @@ def test_the_coordinator_api_saves_versions(reading):
     assert client.post(url, {"text": "  "}, content_type=JSON).status_code == 400
     body = client.get(url).json()
     assert (body["version"], len(body["versions"])) == (1, 1)
-    reader_client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+    reader_client = Client(HTTP_AUTHORIZATION=f"Token {make_token(reader)}")
     assert reader_client.post(url, {"text": "x"}, content_type=JSON).status_code == 403

@@ -12,12 +12,11 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from annotation.importing import ImportRejected
 from annotation.models import CandidatePair, Dataset, Example, Role, Study
 from annotation.services import import_pairs, import_reports, import_rewrites
-from tests.factories import csv_bytes, jsonl_bytes, make_assignment, make_study, make_user
+from tests.factories import csv_bytes, jsonl_bytes, make_assignment, make_study, make_token, make_user
 
 DATASETS = Path(__file__).parent / "datasets"
 REWRITE_COLUMNS = [
@@ -268,8 +267,8 @@ def test_the_api_answers_400_naming_the_row(originals, client, coordinator, stud
 def test_the_api_refuses_other_roles_and_anonymous_calls(originals, client, study):
     assert _api(client, study, rewrites_csv([rewrite()])).status_code == 401
     reader = make_user(Role.READER)
-    token = Token.objects.create(user=reader)
-    response = _api(client, study, rewrites_csv([rewrite()]), headers={"Authorization": f"Token {token.key}"})
+    token = make_token(reader)
+    response = _api(client, study, rewrites_csv([rewrite()]), headers={"Authorization": f"Token {token}"})
     assert response.status_code == 403
     assert not CandidatePair.objects.exists()
 

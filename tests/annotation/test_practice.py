@@ -7,7 +7,6 @@ import uuid
 import pytest
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from annotation.importing import ImportRejected
 from annotation.models import (
@@ -30,7 +29,7 @@ from annotation.practice import (
     show_practice,
     submit_practice,
 )
-from tests.factories import make_reading_study, make_user
+from tests.factories import make_reading_study, make_token, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -271,7 +270,7 @@ def test_the_coordinator_sees_each_readers_agreement_with_the_reference(client, 
 
 def test_an_automated_judge_practises_through_the_api(practising):
     study, reader = practising
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {make_token(reader)}")
 
     refused = client.get("/api/reading/next/?task=realism")
     assert refused.status_code == 409 and refused.json()["required"] == "practice"
@@ -288,7 +287,7 @@ def test_an_automated_judge_practises_through_the_api(practising):
 def test_the_coordinator_api_imports_practice_and_lets_a_judge_skip_it(practising):
     study, reader = practising
     coordinator = make_user(Role.COORDINATOR)
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=coordinator).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {make_token(coordinator)}")
     upload = io.BytesIO(practice_file(practice_row(3)))
     upload.name = "more.csv"
 

@@ -16,10 +16,9 @@ from collections import Counter
 import pytest
 from django.db import connection
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from annotation.models import Assignment, AssignmentStatus, Example, RatingChoice, Task
-from tests.factories import make_reading_study, rate
+from tests.factories import make_reading_study, make_token, rate
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 JSON = "application/json"
@@ -66,7 +65,7 @@ def _requests(pairs: int) -> dict[str, int]:
         queue = Assignment.objects.filter(reader=reader, task=task).select_related("example__study")
         for assignment in queue.order_by("queue_order")[: queue.count() // 2]:
             rate(assignment, RatingChoice.REALISTIC if task == Task.REALISM else RatingChoice.EQUIVALENT, "")
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {make_token(reader)}")
     client.get("/api/reading/progress/")  # warm the token and role look-ups' caches
     rows = {}
 

@@ -11,11 +11,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from annotation.models import Assignment, RatingChoice, Task
 from consensus.services import settle_due_ratings, show_assignment, submit_annotation, undo_last_rating
-from tests.factories import make_reading_study
+from tests.factories import make_reading_study, make_token
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +78,7 @@ def test_the_api_answers_the_same_whether_a_colleague_rated_or_not():
     answers = []
     for colleague_rated in (False, True):
         mine = _world(colleague_rated=colleague_rated)
-        api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=mine.reader).key}")
+        api = Client(HTTP_AUTHORIZATION=f"Token {make_token(mine.reader)}")
         item = api.get(f"/api/reading/{mine.public_id}/").json()
         body = {"rating": RatingChoice.MINOR_DISCREPANCY, "rationale": "A slip.", "form_token": item["form_token"]}
         rated = api.post(f"/api/reading/{mine.public_id}/rating/", body, content_type="application/json").json()

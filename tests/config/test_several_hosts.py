@@ -23,12 +23,11 @@ from django.db import connection
 from django.tasks import TaskResultStatus
 from django.test import Client, override_settings
 from django_tasks_db.models import DBTaskResult
-from rest_framework.authtoken.models import Token
 
 from annotation.models import Role
 from exports.models import Release, ReleaseStatus
 from tests.exports.release_helpers import rated_study
-from tests.factories import make_user
+from tests.factories import make_token, make_user
 from tests.workers import db_worker, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -114,7 +113,7 @@ def test_two_servers_and_two_workers_share_one_database_and_one_bucket(s3_server
 
     study = rated_study()
     data_manager = make_user(Role.DATA_MANAGER)
-    token = Token.objects.create(user=data_manager).key
+    token = make_token(data_manager)
     browser = Client()
     browser.force_login(data_manager)  # a session in the shared database, valid on every server
     cookie = f"sessionid={browser.cookies['sessionid'].value}"

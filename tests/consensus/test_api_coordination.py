@@ -23,7 +23,7 @@ from annotation.models import (
 )
 from consensus.blinding import readers_needed
 from consensus.services import void_annotation
-from tests.factories import make_reading_study, make_user, rate_open_reads
+from tests.factories import make_reading_study, make_token, make_user, rate_open_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -151,10 +151,9 @@ def test_a_coordinator_may_call_it(api_client, world, name):
 
 def test_a_coordinators_token_works(world):
     from django.test import Client
-    from rest_framework.authtoken.models import Token
 
-    token = Token.objects.create(user=make_user(Role.COORDINATOR))
-    client = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    token = make_token(make_user(Role.COORDINATOR))
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
 
     assert client.get(CALLS["progress"].path(world)).status_code == 200
     assert client.post(CALLS["void"].path(world), {"reason": "x"}, content_type=JSON).status_code == 200

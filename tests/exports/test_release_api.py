@@ -6,13 +6,12 @@ import pytest
 from django.db import connection
 from django.tasks import default_task_backend
 from django.test.utils import CaptureQueriesContext
-from rest_framework.authtoken.models import Token
 
 from annotation.models import Dataset, Role
 from exports.models import Release, ReleaseStatus
 from exports.tasks import build_release_task
 from tests.exports.release_helpers import ROW_COUNTS, make_release, rated_study, sha256_of
-from tests.factories import make_study, make_user
+from tests.factories import make_study, make_token, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -75,11 +74,11 @@ def test_the_permission_matrix_holds(client, kind, django_capture_on_commit_call
 
 def test_it_accepts_a_data_managers_token(data_manager):
     study = make_study("s1", license_text="CC0\n")
-    token = Token.objects.create(user=data_manager)
+    token = make_token(data_manager)
 
     from django.test import Client
 
-    response = Client(HTTP_AUTHORIZATION=f"Token {token.key}").post(
+    response = Client(HTTP_AUTHORIZATION=f"Token {token}").post(
         "/api/studies/s1/releases/", {}, content_type="application/json"
     )
 

@@ -3,14 +3,13 @@
 import uuid
 
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from annotation.guide import publish_guide
 from annotation.models import RATINGS_WITHOUT_RATIONALE, TASK_RATINGS, Role, Study, Task
 from annotation.practice import import_practice_items
 from judges.services import enrol_judge
 from tests.annotation.test_practice import practice_file, practice_row
-from tests.factories import make_user
+from tests.factories import make_token, make_user
 
 
 def make_judge(username: str | None = None):
@@ -18,8 +17,8 @@ def make_judge(username: str | None = None):
 
 
 def api_client(user) -> Client:
-    token, _ = Token.objects.get_or_create(user=user)
-    return Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    token = make_token(user)
+    return Client(HTTP_AUTHORIZATION=f"Token {token}")
 
 
 def enrol(study: Study, judge, tasks=(Task.REALISM, Task.EQUIVALENCE), **options):

@@ -5,7 +5,7 @@ import pytest
 from annotation.models import Assignment, Example, GuideAcknowledgement, PracticeAttempt, RatingChoice
 from judges.client import InProcessTransport
 from judges.models import JudgeRead
-from tests.factories import make_reading_study
+from tests.factories import make_reading_study, make_token
 from tests.judges.helpers import add_guide_and_practice, enrol, make_judge
 from tools.judge_client import HttpTransport, JudgeClientError, rule_based_judge, run
 
@@ -104,11 +104,10 @@ def test_the_client_rates_over_http(live_server):
     study, _, _ = make_reading_study(pairs=1)
     judge = make_judge()
     enrol(study, judge)
-    from rest_framework.authtoken.models import Token
 
-    token = Token.objects.create(user=judge)
+    token = make_token(judge)
 
-    report = run(HttpTransport(live_server.url, token.key), lambda item: (item["labels"][0]["value"], ""))
+    report = run(HttpTransport(live_server.url, token), lambda item: (item["labels"][0]["value"], ""))
 
     assert report.rated == {"realism": 2, "equivalence": 1}
     assert set(JudgeRead.objects.values_list("rating", flat=True)) == {RatingChoice.REALISTIC, RatingChoice.EQUIVALENT}

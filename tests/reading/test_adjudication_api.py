@@ -5,11 +5,10 @@ import uuid
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from annotation.models import RatingChoice, Task
 from consensus.models import AdjudicationStatus, ConsensusLabel, LabelSource
-from tests.factories import make_reading_study
+from tests.factories import make_reading_study, make_token
 from tests.reading.test_adjudication_page import _split
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +16,7 @@ JSON = "application/json"
 
 
 def _api(user) -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return Client(HTTP_AUTHORIZATION=f"Token {make_token(user)}")
 
 
 def test_next_gives_the_split_blinded_with_the_three_ratings_and_no_names():

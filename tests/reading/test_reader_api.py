@@ -5,11 +5,20 @@ from functools import partial
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
+from django.utils import timezone
 
-from annotation.models import Annotation, Assignment, AssignmentStatus, RatingChoice, ReportType, Role, Task
+from annotation.models import Annotation, ApiToken, Assignment, AssignmentStatus, RatingChoice, ReportType, Role, Task
 from annotation.reading import RATING_DEFINITIONS
-from tests.factories import make_assignment, make_example, make_pair, make_reading_study, make_study, make_user, rate
+from tests.factories import (
+    make_assignment,
+    make_example,
+    make_pair,
+    make_reading_study,
+    make_study,
+    make_token,
+    make_user,
+    rate,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -289,7 +298,7 @@ def test_an_automated_judge_runs_its_whole_queue_with_a_token():
     judge = readers[0]
     mine = Assignment.objects.filter(reader=judge)
     assert mine.count() > 2
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=judge).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {make_token(judge)}")
 
     rated = 0
     for task in (Task.REALISM, Task.EQUIVALENCE):
@@ -336,7 +345,7 @@ def test_only_readers_may_call_it(client, reader, kind):
 
 def test_a_coordinators_token_is_refused(reader):
     assignment = _queue(reader, 1)[0]
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=make_user(Role.COORDINATOR)).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {make_token(make_user(Role.COORDINATOR))}")
 
     assert _next(client).status_code == 403
     assert client.get(f"/api/reading/{assignment.public_id}/").status_code == 403
@@ -383,7 +392,9 @@ def _api_budget(pairs: int) -> dict[str, int]:
         readers, key=lambda r: min(Assignment.objects.filter(reader=r, task=task).count() for task in Task.values)
     )
     assert min(Assignment.objects.filter(reader=reader, task=task).count() for task in Task.values) >= 2
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {make_token(reader)}")
+    # Used within the minute, as by a program reading: "last used" is written once a minute, not here.
+    ApiToken.objects.filter(user=reader).update(last_used_at=timezone.now())
     counts = {}
 
     def measure(name: str, call):

@@ -8,7 +8,6 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from annotation.models import (
     Annotation,
@@ -23,7 +22,7 @@ from annotation.models import (
     Task,
 )
 from consensus.services import settle_due_ratings
-from tests.factories import make_assignment, make_example, make_pair, make_study, make_user
+from tests.factories import make_assignment, make_example, make_pair, make_study, make_token, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -222,7 +221,7 @@ def test_only_a_coordinator_sets_the_undo_window(client, reader):
 def test_a_new_study_has_a_two_minute_undo_window(client, coordinator):
     client.force_login(coordinator)
     client.post(reverse("study_list"), {"name": "New", "slug": "new"})
-    api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=coordinator).key}")
+    api = Client(HTTP_AUTHORIZATION=f"Token {make_token(coordinator)}")
     created = api.post("/api/studies/", {"slug": "api", "name": "Api"}, content_type="application/json").json()
 
     assert Study.objects.get(slug="new").undo_window_seconds == 120
@@ -234,7 +233,7 @@ def test_a_new_study_has_a_two_minute_undo_window(client, coordinator):
 
 @pytest.fixture
 def api(reader):
-    return Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+    return Client(HTTP_AUTHORIZATION=f"Token {make_token(reader)}")
 
 
 def _api_rate(api, assignment, rating=RatingChoice.MINOR_ISSUES, rationale="Odd word order."):

@@ -6,10 +6,10 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
 from annotation.models import Role, Subspecialty
 from annotation.roles import RoleRefused, grant_role
+from annotation.tokens import TokenRefused, issue_token, scopes_for
 
 
 class Command(BaseCommand):
@@ -33,7 +33,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--password-stdin", action="store_true", help="Read the password from standard input (one line)."
         )
-        parser.add_argument("--token", action="store_true", help="Create an API token and print it.")
+        parser.add_argument(
+            "--token",
+            nargs="?",
+            const="Command line",
+            metavar="NAME",
+            help='Make an API token with this name (default "Command line") and print its key, once. It acts '
+            "with all the person's roles (a reader's: reading only). People make and revoke their own tokens "
+            "on their Settings page.",
+        )
 
     def handle(self, *args, **options) -> None:
         User = get_user_model()
@@ -65,11 +73,17 @@ class Command(BaseCommand):
                     grant_role(user, role, subspecialty=options["subspecialty"])
                 except RoleRefused as refused:
                     raise CommandError(str(refused)) from None
-            token = Token.objects.get_or_create(user=user)[0] if options["token"] else None
+            key = None
+            if options["token"] is not None:
+                fresh = User.objects.get(pk=user.pk)  # the roles just granted
+                try:
+                    key = issue_token(fresh, name=options["token"], scope=scopes_for(fresh)[-1])[1]
+                except TokenRefused as refused:
+                    raise CommandError(str(refused)) from None
 
         roles = ", ".join(options["role"])
         self.stdout.write(self.style.SUCCESS(f"{'Created' if created else 'Updated'} {user.username} ({roles})."))
         if generated:
             self.stdout.write(f"Password: {password}")
-        if token is not None:
-            self.stdout.write(f"API token: {token.key}")
+        if key is not None:
+            self.stdout.write(f"API token: {key}")
