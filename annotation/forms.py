@@ -10,6 +10,7 @@ from annotation.models import (
     Preferences,
     RatingChoice,
     Study,
+    TokenScope,
 )
 
 
@@ -182,3 +183,28 @@ class PreferencesForm(forms.ModelForm):
         fields = ["theme", "single_key_shortcuts"]
         labels = {"theme": "Colours", "single_key_shortcuts": "Single-key shortcuts (1, 2, 3) on the rating form"}
         widgets = {"theme": forms.RadioSelect}
+
+
+class ApiTokenForm(forms.Form):
+    """A new API token: its name, and what it may do where its person holds more than reading roles."""
+
+    name = forms.CharField(
+        max_length=64,
+        label="Name",
+        help_text="What will use it, e.g. “judge script on the lab server”. Your tokens need different names.",
+    )
+    scope = forms.ChoiceField(
+        label="It may",
+        widget=forms.RadioSelect,
+        choices=TokenScope.choices,
+        initial=TokenScope.READING,
+        help_text="A reading token reads and rates only, whatever else you may do: the safer choice for a program.",
+    )
+
+    def __init__(self, *args, scopes: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if len(scopes) == 1:
+            # A reader's token is for reading; nothing to choose.
+            self.fields["scope"].widget = forms.HiddenInput()
+            self.fields["scope"].initial = scopes[0]
+        self.fields["scope"].choices = [(value, TokenScope(value).label) for value in scopes]

@@ -5,6 +5,8 @@ from annotation import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("settings/", views.preferences, name="preferences"),
+    path("settings/tokens/", views.token_create, name="token_create"),
+    path("settings/tokens/<uuid:token_id>/revoke/", views.token_revoke, name="token_revoke"),
     path("studies/", views.study_list, name="study_list"),
     path("studies/example_pairs.csv", views.example_pairs_file, name="example_pairs_file"),
     path("studies/<slug:slug>/", views.study_detail, name="study_detail"),
@@ -19,4 +21,6 @@ urlpatterns = [
     path("studies/<slug:slug>/margins/", views.study_margins, name="study_margins"),
     path("studies/<slug:slug>/license/", views.study_license, name="study_license"),
     path("people/locked/", views.locked_logins, name="locked_logins"),
+    path("people/tokens/", views.api_tokens, name="api_tokens"),
+    path("people/tokens/<uuid:token_id>/revoke/", views.api_token_revoke, name="api_token_revoke"),
 ]

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from annotation.accounts import UnlockRefused, attempts_left, cool_off_text, locked_accounts, unlock_account
 from annotation.decorators import SESSION_ENDED, role_required
 from annotation.forms import (
+    ApiTokenForm,
     GuideForm,
     ImportForm,
     LicenseForm,
@@ -33,6 +34,7 @@ from annotation.guide import (
 from annotation.importing import COLUMN_HELP, EXAMPLE_PAIRS, ImportRejected
 from annotation.models import (
     CREATED_SETTINGS,
+    ApiToken,
     GuideVersion,
     Role,
     Study,
@@ -47,6 +49,10 @@ from annotation.practice import (
 from annotation.preferences import current_preferences, remember_preferences
 from annotation.roles import has_role
 from annotation.services import SamplingRefused, import_pairs, import_rewrites, sample_pairs, save_preferences
+from annotation.tokens import TokenRefused, issue_token, revoke_token, scopes_for
+
+# The session key of an API token's key, between its making and the one page that shows it.
+NEW_TOKEN_KEY = "new_api_token"  # noqa: S105 (a name, not a secret)
 
 # htmx swaps 422 responses in place (see the htmx-config meta tag in base.html).
 UNPROCESSABLE = 422
@@ -110,15 +116,70 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def preferences(request: HttpRequest) -> HttpResponse:
-    """Everyone's own settings: the colour theme and the single-key shortcuts."""
+    """Everyone's own settings: the colour theme and the single-key shortcuts; the password; API tokens."""
     form = PreferencesForm(request.POST or None, initial=current_preferences(request))
     if request.method == "POST" and form.is_valid():
         saved = save_preferences(request.user, **form.cleaned_data)
         remember_preferences(request.session, {field: getattr(saved, field) for field in form.cleaned_data})
         messages.success(request, "Your settings are saved.")
         return redirect("preferences")
-    status = UNPROCESSABLE if form.errors else 200
-    return render(request, "annotation/preferences.html", {"form": form}, status=status)
+    return _settings_page(request, form=form)
+
+
+def _settings_page(request: HttpRequest, *, form=None, token_form=None) -> HttpResponse:
+    form = form or PreferencesForm(initial=current_preferences(request))
+    token_form = token_form or ApiTokenForm(scopes=scopes_for(request.user))
+    context = {
+        "form": form,
+        "token_form": token_form,
+        "tokens": ApiToken.objects.filter(user=request.user).order_by("created_at", "id"),
+        # A key just made, shown on this one page and never again (kept in the session until then).
+        "new_token": request.session.pop(NEW_TOKEN_KEY, None),
+    }
+    status = UNPROCESSABLE if form.errors or token_form.errors else 200
+    return render(request, "annotation/preferences.html", context, status=status)
+
+
+@login_required
+@require_POST
+def token_create(request: HttpRequest) -> HttpResponse:
+    """Make one of one's own API tokens; its key is shown once, on the Settings page that follows."""
+    token_form = ApiTokenForm(request.POST, scopes=scopes_for(request.user))
+    if token_form.is_valid():
+        try:
+            token, key = issue_token(request.user, actor=request.user, **token_form.cleaned_data)
+        except TokenRefused as refused:
+            token_form.add_error("name", str(refused))
+        else:
+            request.session[NEW_TOKEN_KEY] = {"name": token.name, "key": key}
+            return redirect(reverse("preferences") + "#new-token")
+    return _settings_page(request, token_form=token_form)
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: str) -> HttpResponse:
+    """Revoke one of one's own API tokens (a coordinator revokes anyone's on the API tokens page)."""
+    token = get_object_or_404(ApiToken, public_id=token_id, user=request.user)
+    revoke_token(token, actor=request.user)
+    messages.success(request, f"The token “{token.name}” is revoked: programs using it are refused from now on.")
+    return redirect(reverse("preferences") + "#api-tokens")
+
+
+@role_required(Role.COORDINATOR)
+def api_tokens(request: HttpRequest) -> HttpResponse:
+    """Everyone's API tokens, for a coordinator to revoke one (a lost laptop, a person who left)."""
+    tokens = ApiToken.objects.select_related("user").order_by("user__username", "created_at", "id")
+    return render(request, "annotation/api_tokens.html", {"tokens": tokens})
+
+
+@role_required(Role.COORDINATOR)
+@require_POST
+def api_token_revoke(request: HttpRequest, token_id: str) -> HttpResponse:
+    token = get_object_or_404(ApiToken.objects.select_related("user"), public_id=token_id)
+    revoke_token(token, actor=request.user)
+    messages.success(request, f"The token “{token.name}” of {token.user.get_username()} is revoked.")
+    return redirect("api_tokens")
 
 
 @role_required(Role.COORDINATOR)

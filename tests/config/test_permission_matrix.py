@@ -52,8 +52,10 @@ from annotation.models import (
     Study,
     StudyMember,
     Task,
+    TokenScope,
 )
 from annotation.practice import import_practice_items, next_practice, show_practice
+from annotation.tokens import issue_token
 from consensus.assignment import assign_example
 from consensus.models import Adjudication
 from consensus.services import show_adjudication, show_assignment
@@ -245,6 +247,10 @@ def _build_world() -> World:
         impression="Normal.",
         content_hash="0" * 32,
     )
+    for kind, user in users.items():
+        w.objects[f"token of {kind}"] = issue_token(user, name="matrix", scope=TokenScope.READING)[0]
+    w.objects["someone else's token"] = issue_token(r0, name="matrix", scope=TokenScope.READING)[0]
+
     make_user(username=LOCKED_OUT)
     AccessAttempt.objects.create(
         username=LOCKED_OUT,
@@ -313,6 +319,10 @@ def _own_practice(w: World, kind: str) -> str:
 
 def _own_read(w: World, kind: str) -> str:
     return str(_own(w, kind).public_id)
+
+
+def _own_token(w: World, kind: str) -> str:
+    return w.id(f"token of {READER if kind == ANONYMOUS else kind}")
 
 
 def _rating(w: World, kind: str, variant: str) -> dict:
@@ -410,6 +420,29 @@ MATRIX: dict[tuple[str, str], Entry] = {
         _fixed("/settings/"),
         data=lambda w, kind, variant: {"theme": "dark", "single_key_shortcuts": "on"},
         htmx_login=False,
+    ),
+    # One's own API tokens, on the Settings page: made, and revoked (someone else's is not found).
+    ("token_create", "post"): Entry(
+        LOGGED_IN,
+        302,
+        _fixed("/settings/tokens/"),
+        data=lambda w, kind, variant: {"name": "a new token", "scope": TokenScope.READING},
+        htmx_login=False,
+    ),
+    ("token_revoke", "post"): Entry(
+        LOGGED_IN,
+        302,
+        lambda w, kind: f"/settings/tokens/{_own_token(w, kind)}/revoke/",
+        other=_with_id("/settings/tokens/{}/revoke/", "someone else's token"),
+        htmx_login=False,
+    ),
+    # Everyone's API tokens, for a coordinator to revoke any of them.
+    ("api_tokens", "get"): Entry(COORDINATORS, 200, _fixed("/people/tokens/")),
+    ("api_token_revoke", "post"): Entry(
+        COORDINATORS,
+        302,
+        _with_id("/people/tokens/{}/revoke/", "someone else's token"),
+        other=_fixed(f"/people/tokens/{UNKNOWN}/revoke/"),
     ),
     # Accounts locked out after failed log-ins, and unlocking one (coordinators).
     ("locked_logins", "get"): Entry(COORDINATORS, 200, _fixed("/people/locked/")),
