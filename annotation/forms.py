@@ -190,7 +190,7 @@ class ApiTokenForm(forms.Form):
 
     name = forms.CharField(
         max_length=64,
-        label="Name",
+        label="Token name",
         help_text="What will use it, e.g. “judge script on the lab server”. Your tokens need different names.",
     )
     scope = forms.ChoiceField(
@@ -202,7 +202,7 @@ class ApiTokenForm(forms.Form):
     )
 
     def __init__(self, *args, scopes: list[str], **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, auto_id="token-%s", **kwargs)  # ids apart from the settings form's
         if len(scopes) == 1:
             # A reader's token is for reading; nothing to choose.
             self.fields["scope"].widget = forms.HiddenInput()

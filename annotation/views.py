@@ -152,7 +152,7 @@ def token_create(request: HttpRequest) -> HttpResponse:
             token_form.add_error("name", str(refused))
         else:
             request.session[NEW_TOKEN_KEY] = {"name": token.name, "key": key}
-            return redirect(reverse("preferences") + "#new-token")
+            return redirect("preferences")  # the key field takes focus (autofocus; a #fragment would stop it)
     return _settings_page(request, token_form=token_form)
 
 

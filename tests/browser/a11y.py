@@ -22,7 +22,7 @@ from consensus.models import Adjudication, AdjudicationStatus
 from exports.models import ReleaseStatus
 from tests.annotation.test_practice import practice_file, practice_row
 from tests.exports.release_helpers import make_release
-from tests.factories import make_reading_study, make_user, rate_open_reads
+from tests.factories import make_reading_study, make_token, make_user, rate_open_reads
 
 WINDOW = {"width": 1280, "height": 800}
 ZOOMS = {"100%": 1, "200%": 2}
@@ -117,6 +117,7 @@ class World:
                     reverse("study_results", args=[slug]),
                     reverse("study_guide", args=[slug]),
                     reverse("locked_logins"),
+                    reverse("api_tokens"),
                     reverse("preferences"),
                 ],
             ),
@@ -185,6 +186,8 @@ def _add_guide_practice_and_a_lockout(world: World, readers: list[AbstractBaseUs
     study.save(update_fields=["practice_items_required"])
     StudyMember.objects.filter(study=study).exclude(user=world.practice_reader).update(skip_practice=True)
     assert next_practice(world.practice_reader, study, Task.REALISM) is not None
+    make_token(world.coordinator, name="release sync on the lab server")
+    make_token(world.reader, name="a long token name " * 3)
     AccessAttempt.objects.create(
         username=make_user(Role.READER).get_username(),
         ip_address="10.0.0.9",
