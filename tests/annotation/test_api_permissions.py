@@ -469,7 +469,8 @@ def test_the_schema_describes_what_the_summary_returns(client, coordinator, api_
         ((Role.COORDINATOR,), True),
         ((Role.DATA_MANAGER,), True),
         ((Role.READER,), True),
-        ((Role.ADJUDICATOR,), False),
+        ((Role.ADJUDICATOR,), True),  # /api/adjudications/
+        ((Role.JUDGE,), False),  # a program: it reads the API, it has no menu
         ((), False),
     ],
 )
