@@ -72,6 +72,8 @@ RELEASES = [
     "tests/exports/test_release_guide_and_practice.py",
     "tests/exports/test_release_snapshot.py",
     "tests/judges/test_release_judges.py",
+    # Storing the zip in an object store (store_zip, stored_sha256), over HTTP against moto's server.
+    "tests/exports/test_release_s3.py",
 ]
 
 # Module -> the tests that guard it. mutmut runs, for each mutant, only those of them that
@@ -89,6 +91,15 @@ MODULES: dict[str, list[str]] = {
         "tests/annotation/test_create_user.py",
         "tests/consensus/test_conflicts.py",
         "tests/judges/test_judge_reading.py",
+        # A reading token's request keeps only the reading roles (limit_roles).
+        "tests/annotation/test_api_tokens.py",
+    ],
+    # API tokens: made, revoked (by whom), their last use.
+    "annotation/tokens.py": [
+        *PERMISSIONS,
+        "tests/annotation/test_api_tokens.py",
+        "tests/annotation/test_authentication.py",
+        "tests/annotation/test_create_user.py",
     ],
     "consensus/conflicts.py": [
         *PERMISSIONS,
