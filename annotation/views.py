@@ -6,6 +6,7 @@ from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponsePer
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from annotation.accounts import UnlockRefused, attempts_left, cool_off_text, locked_accounts, unlock_account
@@ -115,6 +116,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@never_cache  # it may show a new API token's key: kept in no cache, not even the browser's
 def preferences(request: HttpRequest) -> HttpResponse:
     """Everyone's own settings: the colour theme and the single-key shortcuts; the password; API tokens."""
     form = PreferencesForm(request.POST or None, initial=current_preferences(request))

@@ -46,6 +46,7 @@ def test_a_reader_makes_a_token_sees_its_key_once_and_it_works_for_reading():
     token = ApiToken.objects.get(user=reader)
     assert (token.name, token.scope, token.prefix) == ("judge script", TokenScope.READING, key[:8])
     assert token.digest == ApiToken.digest_of(key) and key not in str(list(ApiToken.objects.values_list()))
+    assert "no-store" in response["Cache-Control"]  # not kept by the browser either
     assert "new-token-key" not in client.get("/settings/").content.decode()  # once, and never again
     api = Client(HTTP_AUTHORIZATION=f"Token {key}")
     assert api.get("/api/reading/progress/").status_code == 200
