@@ -300,7 +300,11 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "ReadingRoom API",
-    "DESCRIPTION": "Blinded reader studies on radiology report text.",
+    "DESCRIPTION": (
+        "Blinded reader studies on radiology report text. A program sends `Authorization: Token <key>`"
+        " with a token made on its person's Settings page (/settings/); a reading token reaches the"
+        ' reader and adjudicator endpoints only. Every error is JSON: `{"detail": ...}`.'
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
