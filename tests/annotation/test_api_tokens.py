@@ -216,3 +216,18 @@ def test_the_service_refuses_a_wider_token_than_its_person_may_have():
     with pytest.raises(TokenRefused, match="reading roles only"):
         issue_token(make_user(Role.READER), name="x", scope=TokenScope.ALL)
     assert not ApiToken.objects.exists()
+
+
+def test_the_service_lets_only_the_owner_or_a_coordinator_revoke():
+    from annotation.tokens import TokenRefused, revoke_token
+
+    owner, colleague, coordinator = make_user(Role.READER), make_user(Role.READER), make_user(Role.COORDINATOR)
+    make_token(owner, name="laptop")
+    make_token(owner, name="desktop")
+
+    with pytest.raises(TokenRefused, match="Only the token's owner or a coordinator can revoke it."):
+        revoke_token(ApiToken.objects.get(name="laptop"), actor=colleague)
+    assert ApiToken.objects.count() == 2 and not LogEntry.objects.filter(action_flag=DELETION).exists()
+    revoke_token(ApiToken.objects.get(name="laptop"), actor=coordinator)
+    revoke_token(ApiToken.objects.get(name="desktop"), actor=owner)
+    assert not ApiToken.objects.exists()
