@@ -225,7 +225,7 @@ def test_the_service_lets_only_the_owner_or_a_coordinator_revoke():
     make_token(owner, name="laptop")
     make_token(owner, name="desktop")
 
-    with pytest.raises(TokenRefused, match="Only the token's owner or a coordinator can revoke it."):
+    with pytest.raises(TokenRefused, match="Only the token's owner or a coordinator can revoke it"):
         revoke_token(ApiToken.objects.get(name="laptop"), actor=colleague)
     assert ApiToken.objects.count() == 2 and not LogEntry.objects.filter(action_flag=DELETION).exists()
     revoke_token(ApiToken.objects.get(name="laptop"), actor=coordinator)
