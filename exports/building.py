@@ -394,6 +394,7 @@ def store_zip(zip_path: Path, name: str, sha256: str) -> None:
             with zip_path.open("rb") as handle:
                 stored = storage.save(name, File(handle, name=name))
             if stored != name:
+                storage.delete(stored)
                 raise StoredZipMismatch(f"The storage kept the zip as {stored}, not {name}.")
         found = stored_sha256(name)
         if found != sha256:

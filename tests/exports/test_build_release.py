@@ -402,6 +402,25 @@ def test_the_same_database_gives_the_same_bytes_and_the_same_zip(replay, tmp_pat
             assert archive.read(info) == (first / info.filename.split("/", 1)[1]).read_bytes()
 
 
+def test_every_zip_entry_is_a_plain_file_readable_by_everyone_at_a_fixed_time(tmp_path):
+    """Unzipped on a shared server, the release's files are rw-r--r-- (zipfile's own default would be
+    rw-------), and their time is the zip format's earliest, whatever the day of the build."""
+    folder = tmp_path / "release"
+    (folder / "task1").mkdir(parents=True)
+    (folder / "README.md").write_text("readme")
+    (folder / "task1" / "task1_full.csv").write_text("a,b\r\n")
+
+    zip_release(folder, tmp_path / "r.zip", root="s1-1.0.0")
+
+    with zipfile.ZipFile(tmp_path / "r.zip") as archive:
+        entries = archive.infolist()
+    assert [info.filename for info in entries] == ["s1-1.0.0/README.md", "s1-1.0.0/task1/task1_full.csv"]
+    for info in entries:
+        assert info.external_attr >> 16 == 0o644
+        assert info.date_time == (1980, 1, 1, 0, 0, 0)
+        assert info.compress_type == zipfile.ZIP_DEFLATED
+
+
 def test_annotation_index_is_unrelated_to_submission_order_or_reader(replay, tmp_path):
     study, _ = replay
     # Tag each rationale with its annotation so that rows can be traced back (test only).

@@ -3,6 +3,7 @@ server on loopback: stored once and checked, downloaded through a signed URL beh
 permission check, removed on failure and on deletion, and nothing left on the host's disk."""
 
 import hashlib
+import re
 import urllib.request
 from urllib.parse import parse_qs, urlsplit
 
@@ -100,6 +101,54 @@ def test_an_upload_that_does_not_read_back_as_built_is_removed_and_the_build_fai
 
     assert release.status == ReleaseStatus.FAILED
     assert s3_server.keys(s3_bucket) == []
+
+
+def _zip_file(tmp_path) -> tuple:
+    path = tmp_path / "r.zip"
+    path.write_bytes(b"the zip's bytes")
+    return path, hashlib.sha256(b"the zip's bytes").hexdigest()
+
+
+def test_a_stored_zip_that_reads_back_otherwise_is_removed_and_the_error_names_both_digests(
+    s3_server, s3_bucket, tmp_path
+):
+    path, sha256 = _zip_file(tmp_path)
+    expected = f"The stored zip's SHA-256 is {sha256}; the build's is {'0' * 64}."
+
+    with pytest.raises(building.StoredZipMismatch, match=re.escape(expected)):
+        building.store_zip(path, "r.zip", "0" * 64)
+
+    assert s3_server.keys(s3_bucket) == []
+
+
+def test_a_storage_that_keeps_the_zip_under_another_name_is_refused_and_left_empty(
+    s3_server, s3_bucket, tmp_path, monkeypatch
+):
+    storage = storages["releases"]
+    save = storage.save
+    monkeypatch.setattr(storage, "save", lambda name, content: save(f"other-{name}", content))
+    path, sha256 = _zip_file(tmp_path)
+
+    with pytest.raises(
+        building.StoredZipMismatch, match=re.escape("The storage kept the zip as other-r.zip, not r.zip.")
+    ):
+        building.store_zip(path, "r.zip", sha256)
+
+    assert s3_server.keys(s3_bucket) == []
+
+
+def test_on_one_host_the_zip_is_moved_into_a_folder_made_for_it_and_removed_if_it_reads_back_otherwise(
+    tmp_path, settings
+):
+    settings.RELEASES_DIR = tmp_path / "data" / "releases"  # neither exists yet
+    path, sha256 = _zip_file(tmp_path)
+
+    with pytest.raises(building.StoredZipMismatch, match=re.escape(f"the build's is {'0' * 64}.")):
+        building.store_zip(path, "bad.zip", "0" * 64)
+    building.store_zip(_zip_file(tmp_path)[0], "good.zip", sha256)
+
+    assert [p.name for p in settings.RELEASES_DIR.iterdir()] == ["good.zip"]
+    assert not path.exists()  # moved, not copied
 
 
 def test_a_large_zip_is_uploaded_in_parts_and_checked(s3_server, s3_bucket, tmp_path):
