@@ -49,6 +49,7 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> str:
         progress=lambda done, total: progress(50 + 20 * done // max(total, 1)),
         taxonomy=list(study.variations.order_by("position", "key").values_list("key", "label", "dimension")),
         margins=study_margins(study),
+        defer_fits=True,  # run beside the figures (write_analysis)
     )
     reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
     readers = reader_quality(dataclasses.replace(frames, reads=reads))

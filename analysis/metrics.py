@@ -32,7 +32,6 @@ scored (same two texts, same metric versions) is read back instead of computed.
 import hashlib
 import math
 import multiprocessing
-import os
 import sqlite3
 import struct
 from collections import Counter
@@ -46,6 +45,7 @@ import pandas as pd
 from rouge_score import tokenize as rouge_tokenize
 from sacrebleu.metrics.chrf import CHRF
 
+from analysis import parallel
 from analysis.names import BUILTIN_COLUMNS, BUILTIN_METRICS, metrics_version
 
 # Score columns of score_pairs(): forward = the original is the reference, the alternative the candidate.
@@ -277,7 +277,7 @@ def _score_chunk(pairs: list[tuple[str, str]]) -> list[tuple[float, ...]]:
 
 
 def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    return parallel.cores()
 
 
 def score_pairs(

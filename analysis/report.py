@@ -13,6 +13,7 @@ zips:
 """
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +23,7 @@ from analysis.figure_layout import render_many
 from analysis.figures import figure_names, render_figures
 from analysis.judge_presentation import judges_section
 from analysis.names import CAPTIONS, FIGURES, JUDGE_FIGURES, TITLES, variation_labels
-from analysis.results import Results
+from analysis.results import Results, with_fits
 from analysis.sensitivity import Sensitivity
 from analysis.sensitivity_report import write_sensitivity
 
@@ -30,12 +31,15 @@ from analysis.sensitivity_report import write_sensitivity
 def write_analysis(results: Results, outdir: str | Path, sensitivity: Sensitivity | None = None) -> Path:
     """The whole results folder: write_results, and the metric sensitivity's scores and figures when
     there is one (attached to the results before, sensitivity_report.attach). Every figure of both is
-    drawn first, all together, so that the processes that draw them share the work evenly."""
+    drawn first, all together, so that the processes that draw them share the work evenly; the mixed
+    models' fits, if analyze left them to run (defer_fits), are run beside them."""
     variations = variation_labels(results.document)
-    jobs = figures.jobs(results, figure_names(results))
+    # The longest first (four panels), so that no process is left drawing it alone at the end.
+    names = sorted(figure_names(results), key=lambda name: name != "agreement")
+    jobs = figures.jobs(results, names)
     if sensitivity is not None:
         jobs |= sensitivity_figures.jobs(sensitivity, list(sensitivity_figures.figure_names(sensitivity)), variations)
-    render_many(jobs)  # kept by figure_cache, where the writers below find them
+    render_many(jobs, run=partial(with_fits, results))  # kept by figure_cache, where the writers find them
     write_results(results, outdir)
     if sensitivity is not None:
         write_sensitivity(sensitivity, outdir, variations)
@@ -44,6 +48,7 @@ def write_analysis(results: Results, outdir: str | Path, sensitivity: Sensitivit
 
 def write_results(results: Results, outdir: str | Path) -> Path:
     """Write summary.md, methods.md, results.md, results.json, tables/ and figures/ into outdir."""
+    with_fits(results, [])  # fits analyze left to run (none if write_analysis ran them)
     outdir = Path(outdir)
     (outdir / "tables").mkdir(parents=True, exist_ok=True)
     for name, table in results.tables.items():

@@ -14,12 +14,13 @@ A number the data do not define is empty (None) with the reason in the row's `no
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from analysis import mixed, paired, stats
+from analysis import mixed, paired, parallel, stats
 from analysis.frames import ReleaseFrames
 from analysis.judges import METHODS as JUDGE_METHODS
 from analysis.judges import JudgeInputError, judge_tables
@@ -144,9 +145,33 @@ class AnalysisInputError(ValueError):
 
 
 @dataclass
+class Fits:
+    """Model fits that analyze(..., defer_fits=True) left to run: `jobs` (functions of no arguments, each
+    returning a table row) and `finish`, which puts the rows into the results' tables and document."""
+
+    jobs: list[Callable[[], dict]]
+    finish: Callable[[list[dict]], None]
+
+
+@dataclass
 class Results:
     document: dict
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    # The mixed models' fits, while they have not been run (with_fits runs them).
+    fits: Fits | None = None
+
+
+def with_fits[T](results: Results, jobs: list[Callable[[], T]]) -> list[T]:
+    """Run these jobs and the results' deferred fits (if any) together, side by side in forked processes
+    (analysis.parallel): the jobs first (the figures, the longest), then the fits, whose tables and
+    document rows are filled in. Returns the jobs' results."""
+    fits = results.fits
+    if fits is None:
+        return parallel.run_all(jobs)
+    done = parallel.run_all([*jobs, *fits.jobs])
+    results.fits = None
+    fits.finish(done[len(jobs) :])
+    return done[: len(jobs)]
 
 
 def analyze(
@@ -158,6 +183,7 @@ def analyze(
     progress: Callable[[int, int], None] | None = None,
     taxonomy: Sequence[tuple[str, str, str]] | None = None,
     margins: Margins | None = None,
+    defer_fits: bool = False,
 ) -> Results:
     """Every table and the JSON document for these frames, optionally for one dataset and/or one task.
 
@@ -165,7 +191,9 @@ def analyze(
     `taxonomy` is the study's (key, label, dimension) of each variation, in its order (default:
     MIMIC-CXR-Ext-ReRef's): rows are grouped by its dimensions and ordered as it orders them, and the
     document names each variation by its label. `margins` are the study's non-inferiority and
-    equivalence margins (default: none).
+    equivalence margins (default: none). With `defer_fits`, the mixed models' fits (most of the time a
+    live study's analysis takes) are left in `Results.fits`, for `with_fits` to run beside other work
+    (write_analysis: beside the figures); their tables are empty until then.
     """
     taxonomy = tuple(DEFAULT_TAXONOMY if taxonomy is None else taxonomy)
     dimensions = {key: dimension for key, _, dimension in taxonomy}
@@ -198,8 +226,10 @@ def analyze(
         tables["task1_degradation"] = _degradation(pairs)
         tables["task1_realistic_difference"] = _realistic_difference(pairs, margins.task1_realistic)
         reads = _dimensioned(_initial_reads(frames.reads, "task1", consensus), dimensions) if live else None
-        tables["task1_mixed_model"] = _mixed_model(reads)
-        tables["task1_realistic_mixed_model"] = _logistic_model(reads)
+        fit_jobs, fitted = _mixed_model_fits(reads)
+        # Empty until the fits are run (below, or by with_fits): their place in the tables' order is kept.
+        tables["task1_mixed_model"] = pd.DataFrame(columns=MIXED_COLUMNS)
+        tables["task1_realistic_mixed_model"] = pd.DataFrame(columns=LOGISTIC_COLUMNS)
         counts["task1"] = {"examples": len(consensus), "pairs": len(pairs), "annotations": len(full)}
         advance(1)
     if "task2" in tasks:
@@ -244,7 +274,18 @@ def analyze(
         "margins": {"task1_realistic": margins.task1_realistic, "task2_major": margins.task2_major},
         "tables": {name: _records(table) for name, table in tables.items()},
     }
-    return Results(document=document, tables=tables)
+    results = Results(document=document, tables=tables)
+    if "task1" in tasks:
+
+        def finish(rows: list[dict]) -> None:
+            for name, table in zip(("task1_mixed_model", "task1_realistic_mixed_model"), fitted(rows), strict=True):
+                results.tables[name] = _clean(in_taxonomy_order(table, variations))
+                results.document["tables"][name] = _records(results.tables[name])
+
+        results.fits = Fits(jobs=fit_jobs, finish=finish)
+        if not defer_fits:
+            with_fits(results, [])
+    return results
 
 
 # Input --------------------------------------------------------------------------------------------
@@ -533,15 +574,27 @@ NO_READERS_IN_A_RELEASE = (
 )
 
 
-def _mixed_model(reads: pd.DataFrame | None) -> pd.DataFrame:
-    """The realism difference with readers and exams as random effects, from a live study's initial reads."""
+def _mixed_model_fits(
+    reads: pd.DataFrame | None,
+) -> tuple[list[Callable[[], dict]], Callable[[list[dict]], tuple[pd.DataFrame, pd.DataFrame]]]:
+    """The realism difference (linear) and the odds of Realistic (logistic), readers and exams as random
+    effects, from a live study's initial reads: a fit per group and model (the slower logistic ones
+    first), and the function that makes the two tables of their rows."""
     if reads is None:
-        return pd.DataFrame(
-            [{"level": "overall", "group": "all", "note": NO_READERS_IN_A_RELEASE}], columns=MIXED_COLUMNS
+        row = {"level": "overall", "group": "all", "note": NO_READERS_IN_A_RELEASE}
+        return [], lambda rows: (
+            pd.DataFrame([row], columns=MIXED_COLUMNS),
+            pd.DataFrame([row], columns=LOGISTIC_COLUMNS),
         )
     reads = _model_reads(reads)
-    rows = [_mixed_row(level, group, part) for level, group, part in _groups(reads) if level != "dataset"]
-    return pd.DataFrame(rows, columns=MIXED_COLUMNS)
+    groups = [(level, group, part) for level, group, part in _groups(reads) if level != "dataset"]
+    jobs = [partial(_logistic_row, *group) for group in groups] + [partial(_mixed_row, *group) for group in groups]
+
+    def tables(rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        logistic, linear = rows[: len(groups)], rows[len(groups) :]
+        return pd.DataFrame(linear, columns=MIXED_COLUMNS), pd.DataFrame(logistic, columns=LOGISTIC_COLUMNS)
+
+    return jobs, tables
 
 
 def _model_reads(reads: pd.DataFrame) -> pd.DataFrame:
@@ -602,19 +655,6 @@ LOGISTIC_COLUMNS = [
     "level", "group", "n_reads", "n_readers", "n_exams", "log_odds_ratio", "se", "ci_low", "ci_high", "odds_ratio",
     "odds_ratio_low", "odds_ratio_high", "p_value", "var_reader", "var_exam", "var_reader_variation", "method", "note",
 ]  # fmt: skip
-
-
-def _logistic_model(reads: pd.DataFrame | None) -> pd.DataFrame:
-    """The odds of a read being Realistic, alternative against original, readers and exams as random effects."""
-    if reads is None:
-        return pd.DataFrame(
-            [{"level": "overall", "group": "all", "note": NO_READERS_IN_A_RELEASE}], columns=LOGISTIC_COLUMNS
-        )
-    reads = _model_reads(reads)
-    return pd.DataFrame(
-        [_logistic_row(level, group, part) for level, group, part in _groups(reads) if level != "dataset"],
-        columns=LOGISTIC_COLUMNS,
-    )
 
 
 def _logistic_row(level: str, group: str, part: pd.DataFrame) -> dict:

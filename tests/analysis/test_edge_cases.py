@@ -139,3 +139,16 @@ def test_every_figure_renders_for_a_study_with_a_single_pair():
     for name in FIGURES:
         for fmt in ("svg", "png"):
             assert render_figure(results, name, fmt)
+
+
+def test_results_written_with_their_fits_left_to_run_have_the_models_rows(tmp_path):
+    task1 = [("terminology", "1", "original", (0, 0), None), ("terminology", "1", "alternative", (1, 1), None)]
+    results = analyze(make_frames(task1, []), defer_fits=True)
+    assert results.tables["task1_mixed_model"].empty  # until they are run
+
+    write_results(results, tmp_path)
+
+    written = json.loads((tmp_path / "results.json").read_text())["tables"]
+    for name in ("task1_mixed_model", "task1_realistic_mixed_model"):
+        [row] = written[name]
+        assert row["note"].startswith("not computable from a release")

@@ -142,15 +142,15 @@ PARALLEL = """
 import sys
 import django
 django.setup()
-from analysis import figure_layout
+from analysis import parallel
 from analysis.figures import render_figures
 from tests.analysis.test_figure_cache import _results
 pools = []
-real_pool = figure_layout.ProcessPoolExecutor
+real_pool = parallel.ProcessPoolExecutor
 def pool(*args, **kwargs):
     pools.append(kwargs["max_workers"])
     return real_pool(*args, **kwargs)
-figure_layout.ProcessPoolExecutor = pool
+parallel.ProcessPoolExecutor = pool
 render_figures(_results(), sys.argv[1])
 print(pools)
 """

@@ -12,7 +12,7 @@ import pytest
 from analysis import mixed
 from analysis.frames import RELEASE_FILES, ReleaseFrames
 from analysis.mixed import MixedFit, fit_glmm, fit_lmm
-from analysis.results import TASK1_LABELS, analyze
+from analysis.results import TASK1_LABELS, analyze, with_fits
 from analysis.stats import NotComputable
 
 REFERENCE = Path(__file__).parent / "reference" / "mixed"
@@ -315,3 +315,22 @@ def test_from_a_release_the_table_says_the_reader_component_cannot_be_estimated_
         table = results.tables[name]
         assert len(table) == 1 and table.iloc[0][value] is None
         assert table.iloc[0]["note"].startswith("not computable from a release: annotator identities are removed")
+
+
+def test_fits_left_to_run_beside_other_work_fill_the_same_tables_and_document(published_live):
+    data, _ = published_live
+    frames = _live_frames(data[data["variation"].isin(sorted(data["variation"].unique())[:2])])
+    whole = analyze(frames, taxonomy=())
+
+    deferred = analyze(frames, taxonomy=(), defer_fits=True)
+
+    assert deferred.fits is not None
+    assert len(deferred.fits.jobs) == 2 * 3  # both models: overall and the 2 variations (no taxonomy: no dimension)
+    assert deferred.tables["task1_mixed_model"].empty and deferred.document["tables"]["task1_mixed_model"] == []
+    assert with_fits(deferred, [lambda: "a figure"]) == ["a figure"]
+    assert deferred.fits is None
+    assert list(deferred.tables) == list(whole.tables)  # the tables' order kept
+    for name in ("task1_mixed_model", "task1_realistic_mixed_model"):
+        pd.testing.assert_frame_equal(deferred.tables[name], whole.tables[name])
+    assert deferred.document == whole.document
+    assert with_fits(deferred, []) == []  # nothing left to run

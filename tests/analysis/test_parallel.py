@@ -1,0 +1,87 @@
+"""Jobs side by side in forked processes (analysis.parallel): the results in the jobs' order, whether
+they ran here or there; forked only where that is safe; one BLAS thread per forked process; the
+parent's objects frozen for the fork and handed back to the collector after."""
+
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from analysis import parallel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str) -> str:
+    """A script in a fresh interpreter (this one has threads: run_all would not fork here)."""
+    done = subprocess.run(  # noqa: S603 (this interpreter, our own script)
+        [sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.slow  # a fresh interpreter that imports numpy and threadpoolctl
+def test_jobs_run_in_forked_processes_with_one_blas_thread_and_come_back_in_order():
+    out = _run("""
+        import gc, os
+        import numpy, threadpoolctl
+        from analysis import parallel
+        parallel.cores = lambda: 2
+        parent = os.getpid()
+        def job(number):
+            def run():
+                blas = {info["num_threads"] for info in threadpoolctl.threadpool_info()}
+                nested = parallel.run_all([os.getpid, os.getpid])  # inside a child: here, not forked again
+                return number, os.getpid() != parent, blas, len(set(nested)) == 1 and nested[0] == os.getpid()
+            return run
+        results = parallel.run_all([job(number) for number in range(6)])
+        print([number for number, _, _, _ in results])
+        print(all(forked for _, forked, _, _ in results))
+        print(set().union(*(blas for _, _, blas, _ in results)))
+        print(all(nested for _, _, _, nested in results))
+        print(gc.get_freeze_count())
+    """).splitlines()
+
+    assert out == ["[0, 1, 2, 3, 4, 5]", "True", "{1}", "True", "0"]
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_a_jobs_exception_is_raised_in_the_parent_and_the_objects_are_unfrozen():
+    out = _run("""
+        import gc
+        from analysis import parallel
+        parallel.cores = lambda: 2
+        def fails():
+            raise ValueError("no such figure")
+        try:
+            parallel.run_all([lambda: 1, fails, lambda: 3])
+        except ValueError as error:
+            print(error)
+        print(gc.get_freeze_count())
+    """).splitlines()
+
+    assert out == ["no such figure", "0"]
+
+
+def test_jobs_run_here_where_a_fork_is_not_safe_or_does_not_pay(monkeypatch):
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", None)  # a fork would fail loudly
+    here = threading.get_ident()
+
+    def job(number):
+        return lambda: (number, threading.get_ident())
+
+    monkeypatch.setattr(threading, "active_count", lambda: 2)  # another thread: no fork
+    assert parallel.run_all([job(1), job(2)]) == [(1, here), (2, here)]
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert parallel.run_all([job(1)]) == [(1, here)]  # one job: no fork
+    monkeypatch.setattr(parallel, "cores", lambda: 1)
+    assert parallel.run_all([job(1), job(2)]) == [(1, here), (2, here)]  # one core: no fork
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "_in_child", True)
+    assert parallel.run_all([job(1), job(2)]) == [(1, here), (2, here)]  # in a forked child: no fork
+    assert parallel.run_all([]) == []
