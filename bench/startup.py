@@ -57,7 +57,7 @@ def timed(command: list[str], *, cwd: Path, env: dict | None = None) -> tuple[fl
 # Appended to the empty project's settings and URLconf: ReadingRoom's third-party stack, no code of its own.
 STACK_SETTINGS = """
 INSTALLED_APPS += [
-    "rest_framework", "rest_framework.authtoken", "drf_spectacular", "drf_spectacular_sidecar",
+    "rest_framework", "drf_spectacular", "drf_spectacular_sidecar",
     "django_htmx", "axes", "django_tasks_db",
 ]
 MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")

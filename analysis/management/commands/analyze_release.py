@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from analysis.management.exit import ExitWhenDone
 from analysis.metric_import import parse_metric_scores
 from analysis.metrics import MetricCache
 from analysis.release_folder import NotARelease, read_release
@@ -14,7 +15,7 @@ from analysis.sensitivity_report import attach, release_sensitivity
 from annotation.importing import ImportRejected
 
 
-class Command(BaseCommand):
+class Command(ExitWhenDone, BaseCommand):
     help = (
         "Analyse a release folder (ours or the published MIMIC-CXR-Ext-ReRef files): summary.md, methods.md, "
         "tables (CSV, Markdown, LaTeX), figures (SVG, PNG, PDF), results.md and results.json, with the metric "
@@ -77,7 +78,12 @@ class Command(BaseCommand):
                 task2_major=_fraction(options["equivalence_margin"]),
             )
             results = analyze(
-                frames, seed=options["seed"], dataset=options["dataset"], task=options["task"], margins=margins
+                frames,
+                seed=options["seed"],
+                dataset=options["dataset"],
+                task=options["task"],
+                margins=margins,
+                defer_fits=True,
             )
         except (NotARelease, AnalysisInputError) as error:
             raise CommandError(str(error)) from None

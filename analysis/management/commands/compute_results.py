@@ -2,16 +2,20 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from analysis.management.exit import ExitWhenDone
 from analysis.queueing import request_results
 from analysis.services import ResultsRefused, check_scope
 from annotation.models import Study
 
 
-class Command(BaseCommand):
+class Command(ExitWhenDone, BaseCommand):
     help = (
         "Compute a study's results now, as the worker does for the Results page (for example right after "
         "loading data, so that the page opens filled); with --queue, ask the worker to compute them."
     )
+    # Django's system checks import every URL, view and API module first: `manage.py check` is there
+    # for that, and this command reads the database and writes results only.
+    requires_system_checks = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--study", required=True, help="Study slug.")
