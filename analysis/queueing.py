@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from analysis.models import ComputationStatus, ResultsComputation
-from analysis.services import ResultsState, Scope, results_state, scope_computations
+from analysis.services import ResultsState, Scope, forget_lost_results, results_state, scope_computations
 from annotation.models import Study
 
 logger = logging.getLogger("readingroom.analysis")
@@ -25,7 +25,7 @@ def request_results(study: Study, scope: Scope) -> ResultsState:
     the same moment, on any server, enqueue one computation. A failed computation is not retried
     on its own: see retry_results.
     """
-    state = results_state(study, scope)
+    state = forget_lost_results(study, scope, results_state(study, scope))
     if state.is_current or state.status:
         return state
     try:

@@ -171,6 +171,29 @@ def _read(name: str) -> str:
         return handle.read().decode("utf-8")
 
 
+def is_stored(prefix: str) -> bool:
+    """Whether computed results are in the results storage under prefix (their results.json, which the
+    page and the API read): a folder wiped by hand, or objects a bucket's lifecycle rule deleted, are not."""
+    return storages["results"].exists(f"{prefix}/analysis/results.json")
+
+
+def forget_lost_results(study: Study, scope: Scope, state: ResultsState) -> ResultsState:
+    """The scope's state, without the record of its last computed results if their files are gone
+    from the results storage (logged): the page then computes them again instead of failing."""
+    if state.prefix is None or is_stored(state.prefix):
+        return state
+    ComputedResults.objects.filter(
+        study=study, dataset=scope.dataset, task=scope.task, version=state.computed_version
+    ).delete()
+    logger.warning(
+        "The results of study %s (%s, %s) are gone from the results storage; they are computed again.",
+        study.slug,
+        scope.name,
+        state.computed_version,
+    )
+    return results_state(study, scope)
+
+
 def scope_prefix(study: Study, scope: Scope) -> str:
     """Where a scope's results are in the results storage (one folder per computed version)."""
     return f"{study.public_id}/{scope.name}"
@@ -186,7 +209,8 @@ def store_results(study: Study, scope: Scope, version: str, read_at: datetime, f
     storage = storages["results"]
     prefix = f"{scope_prefix(study, scope)}/{version}"
     kept = ComputedResults.objects.filter(study=study, dataset=scope.dataset, task=scope.task).first()
-    if kept is not None and (kept.version == version or kept.computed_at > read_at):
+    same = kept is not None and kept.version == version and is_stored(prefix)  # not if its files are gone
+    if same or (kept is not None and kept.computed_at > read_at):
         shutil.rmtree(folder)  # the same results (another worker's), or newer ones
         return
     try:

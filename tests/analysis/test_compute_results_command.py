@@ -1,6 +1,7 @@
 """manage.py compute_results: the worker's computation, run at once, or queued for the worker (bin/demo)."""
 
 import io
+import shutil
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -63,3 +64,16 @@ def test_with_queue_it_asks_the_worker_once_and_computes_nothing_itself(django_c
         out.getvalue().splitlines()
         == [f"The results of {study.slug} (all datasets, both tasks) are queued for the worker."] * 2
     )
+
+
+def test_results_whose_files_are_gone_are_stored_again_by_the_next_computation(settings):
+    study = rated_study()
+    call_command("compute_results", "--study", study.slug, stdout=io.StringIO())
+    state = results_state(study, Scope())
+    shutil.rmtree(settings.RESULTS_DIR / str(study.public_id))  # the folder wiped by hand
+
+    call_command("compute_results", "--study", study.slug, stdout=io.StringIO())
+
+    again = results_state(study, Scope())
+    assert again.computed_version == state.computed_version  # the same ratings, the same version
+    assert again.document()["counts"]["task1"]["examples"] == 4

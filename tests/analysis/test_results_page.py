@@ -3,6 +3,7 @@
 import io
 import json
 import re
+import shutil
 import zipfile
 
 import pytest
@@ -431,3 +432,22 @@ def test_an_empty_study_shows_tables_that_say_there_is_nothing_yet(
     assert not re.search(r"\bnan\b", response.content.decode(), re.IGNORECASE)
     assert "no examples" in response.content.decode()
     assert request_results(study, Scope()).is_current
+
+
+def test_results_whose_files_are_gone_are_computed_again_not_a_server_error(
+    client, coordinator, django_capture_on_commit_callbacks, results_dir, caplog
+):
+    study = rated_study()
+    client.force_login(coordinator)
+    assert computed(client, study, django_capture_on_commit_callbacks).status_code == 200
+    shutil.rmtree(results_dir / str(study.public_id))  # a wiped folder, or a bucket's lifecycle rule
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.get(_url(study))
+
+    assert response.status_code == 200
+    assert results_state(study, Scope()).status == "queued"
+    assert "are gone from the results storage; they are computed again" in caplog.text
+    run_queued()
+    assert results_state(study, Scope()).is_current
+    assert "<figure" in client.get(_url(study)).content.decode()

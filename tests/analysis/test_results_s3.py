@@ -77,6 +77,25 @@ def test_new_results_replace_the_old_version_in_the_bucket(
     assert versions == {second}
 
 
+def test_results_whose_objects_are_gone_from_the_bucket_are_computed_again(
+    client, s3_server, s3_bucket, django_capture_on_commit_callbacks
+):
+    study = rated_study()
+    client.force_login(make_user(Role.COORDINATOR))
+    computed(client, study, django_capture_on_commit_callbacks)
+    bucket = s3_server.client()
+    for key in s3_server.keys(s3_bucket):  # as a lifecycle rule would
+        bucket.delete_object(Bucket=s3_bucket, Key=key)
+
+    page = computed(client, study, django_capture_on_commit_callbacks)
+
+    assert page.status_code == 200 and "Up to date" in page.content.decode()
+    assert (
+        f"results/{study.public_id}/all--both/{results_state(study, Scope()).computed_version}/analysis/results.json"
+        in (s3_server.keys(s3_bucket))
+    )
+
+
 def test_results_of_rows_read_before_the_kept_ones_are_not_kept(s3_server, s3_bucket, tmp_path):
     study, scope = rated_study(), Scope()
     later, earlier = timezone.now(), timezone.now() - timezone.timedelta(minutes=5)
