@@ -74,13 +74,14 @@ def _characters() -> frozenset[int]:
     """The characters the cut fonts have (empty if they could not be made), registering them."""
     try:
         paths = cut_fonts(Path(matplotlib.get_cachedir()))
-    except OSError as error:
-        log.warning("Figures use the whole DejaVu Sans: its cut could not be written (%s).", error)
+        # Every weight has the same characters (the same blocks cut from fonts that share them).
+        characters = frozenset.intersection(*(frozenset(ft2font.FT2Font(str(p)).get_charmap()) for p in paths))
+        for path in paths:
+            font_manager.fontManager.addfont(str(path))
+    except (OSError, RuntimeError) as error:  # RuntimeError: FreeType could not read a file
+        log.warning("Figures use the whole DejaVu Sans: its cut could not be written or read (%s).", error)
         return frozenset()
-    for path in paths:
-        font_manager.fontManager.addfont(str(path))
-    # Every weight has the same characters (the same blocks cut from fonts that share them).
-    return frozenset.intersection(*(frozenset(ft2font.FT2Font(str(path)).get_charmap()) for path in paths))
+    return characters
 
 
 def source_folder() -> Path:
@@ -93,7 +94,7 @@ def cut_fonts(cache_folder: Path) -> list[Path]:
     version = hashlib.sha256(f"{CUT}|{matplotlib.__version__}".encode()).hexdigest()[:12]
     folder = cache_folder / f"readingroom-fonts-{version}"
     targets = [folder / f"ReadingRoomSans{weight}.ttf" for weight in WEIGHTS]
-    missing = [(source, target) for source, target in zip(sources, targets, strict=True) if not target.is_file()]
+    missing = [(source, target) for source, target in zip(sources, targets, strict=True) if not _readable(target)]
     if missing:
         folder.mkdir(parents=True, exist_ok=True)
         licence = folder / "LICENSE_DEJAVU"
@@ -102,6 +103,15 @@ def cut_fonts(cache_folder: Path) -> list[Path]:
         for source, target in missing:
             _write_atomically(target, cut(source))
     return targets
+
+
+def _readable(path: Path) -> bool:
+    """Whether a cut font's file is there and reads as a font: one cut short (a disk that filled up
+    outside this code, a copy stopped half-way) is made again rather than failing every figure."""
+    try:
+        return ft2font.FT2Font(str(path)).num_glyphs > 1
+    except (OSError, RuntimeError):
+        return False
 
 
 def cut(source: Path) -> bytes:

@@ -51,12 +51,14 @@ def test_the_cut_is_the_same_bytes_every_time_and_made_once(cut_files):
     assert figure_fonts.cut(source) == figure_fonts.cut(source) == cut_files[0].read_bytes()
     made = {path: path.stat().st_mtime_ns for path in cut_files}
     cut_files[1].unlink()
+    cut_files[2].write_bytes(cut_files[2].read_bytes()[:5000])  # cut short
 
     again = figure_fonts.cut_fonts(cut_files[0].parent.parent)
 
     assert again == cut_files
     assert cut_files[0].stat().st_mtime_ns == made[cut_files[0]]  # kept
     assert cut_files[1].is_file()  # made again
+    assert cut_files[2].read_bytes() == figure_fonts.cut(figure_fonts.source_folder() / "DejaVuSans-Oblique.ttf")
     assert not [path for path in cut_files[0].parent.iterdir() if path.name.startswith(".")]  # no temporary left
 
 
@@ -96,4 +98,4 @@ def test_where_the_cut_cannot_be_written_figures_use_the_whole_font(tmp_path, mo
         figure_cache.clear()
 
     assert {font["name"].getDebugName(1) for font in _embedded_fonts(pdf)} == {"DejaVu Sans"}
-    assert "Figures use the whole DejaVu Sans" in caplog.text
+    assert "Figures use the whole DejaVu Sans: its cut could not be written or read" in caplog.text
