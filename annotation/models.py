@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models, transaction
+from django.db import connections, models, transaction
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import queues
+from annotation.rows import insert
 from annotation.taxonomy import DEFAULT_TAXONOMY
 
 
@@ -1059,7 +1060,7 @@ class AuditEventQuerySet(AppendOnlyQuerySet):
         before: dict | None = None,
         after: dict | None = None,
     ) -> "AuditEvent":
-        return self.create(
+        event = self.model(
             action=action,
             study=study,
             actor=actor if actor is not None and actor.is_authenticated else None,
@@ -1068,6 +1069,9 @@ class AuditEventQuerySet(AppendOnlyQuerySet):
             before=before or {},
             after=after or {},
         )
+        # Written on most requests: without the ORM's query compilation (annotation.rows.insert).
+        self._for_write = True
+        return insert(event, connections[self.db])
 
 
 class AuditEvent(AppendOnlyModel):

@@ -7,6 +7,8 @@ column, under a table alias) and turns the row's slice back into an instance wit
 database converters and Model.from_db, as a queryset would.
 """
 
+import functools
+
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
@@ -79,3 +81,68 @@ def attach(instance: Model, **related: Model) -> None:
     reading them then costs no query."""
     for name, value in related.items():
         instance._meta.get_field(name).set_cached_value(instance, value)
+
+
+_INSERT = "INSERT INTO {table} ({columns}) VALUES ({values}){returning}"
+
+
+class Inserted:
+    """A model's INSERT, written once: the row a save() of a new instance would write, without the
+    query compilation that costs a save 0.3 ms or more of Python on every rating.
+
+    Each value is what the ORM's insert sends (the field's pre_save, then get_db_prep_save: an
+    auto_now_add time is set on the instance, JSON dumped, a UUID as the backend stores it). No
+    save signals are sent and the model's save() is not called, so it is for models nothing listens
+    to and whose save() adds nothing to a new row's; and not for a field with a database default,
+    which the ORM leaves out of the statement."""
+
+    def __init__(self, model: type[Model]) -> None:
+        meta = model._meta
+        if any(field.has_db_default() for field in meta.local_concrete_fields):
+            raise ValueError(f"{meta.label} has a field with a database default: insert it with the ORM.")
+        self.model = model
+        self.pk = meta.pk
+        self.fields = [field for field in meta.local_concrete_fields if field is not meta.pk]
+        self._statements: dict[str, str] = {}
+
+    def insert(self, instance: Model, connection: BaseDatabaseWrapper) -> Model:
+        """Insert the new instance's row and set its pk (the database's), as save() would."""
+        assert isinstance(instance, self.model) and instance._state.adding and instance.pk is None
+        values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in self.fields]
+        with connection.cursor() as cursor:
+            cursor.execute(self._statement(connection), values)
+            if connection.features.can_return_columns_from_insert:
+                (pk,) = cursor.fetchone()
+            else:
+                pk = connection.ops.last_insert_id(cursor, self.model._meta.db_table, self.pk.column)
+        setattr(instance, self.pk.attname, pk)
+        instance._state.adding = False
+        instance._state.db = connection.alias
+        return instance
+
+    def _statement(self, connection: BaseDatabaseWrapper) -> str:
+        found = self._statements.get(connection.vendor)
+        if found is None:
+            quote = connection.ops.quote_name
+            columns = ", ".join(quote(field.column) for field in self.fields)
+            returning = ""
+            if connection.features.can_return_columns_from_insert:
+                returning = f" RETURNING {quote(self.pk.column)}"
+            found = _INSERT.format(
+                table=quote(self.model._meta.db_table),
+                columns=columns,
+                values=", ".join(["%s"] * len(self.fields)),
+                returning=returning,
+            )
+            self._statements[connection.vendor] = found
+        return found
+
+
+@functools.cache
+def _inserted(model: type[Model]) -> Inserted:
+    return Inserted(model)
+
+
+def insert(instance: Model, connection: BaseDatabaseWrapper) -> Model:
+    """Insert a new instance's row as its save() would (Inserted says for which models), and return it."""
+    return _inserted(type(instance)).insert(instance, connection)

@@ -30,6 +30,7 @@ The cost is time: nobody reads far ahead of the others; a reader whose queue is 
 colleagues read. A reserve of 0 turns all of this off.
 """
 
+import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -268,4 +269,13 @@ def next_assignment(
     found = reading.next_assignment(reader, task=task, study_id=study_id, study_slug=study_slug)
     if found is None and release_when_quiet(reader, task=task, study_id=study_id, study_slug=study_slug):
         found = reading.next_assignment(reader, task=task, study_id=study_id, study_slug=study_slug)
+    return found
+
+
+def next_assignment_id(reader: AbstractBaseUser, *, task: str, study_id: int) -> uuid.UUID | None:
+    """annotation.reading.next_assignment_id, after a release as next_assignment makes: the public id of
+    the item next_assignment would give. One query when an item waits."""
+    found = reading.next_assignment_id(reader, task=task, study_id=study_id)
+    if found is None and release_when_quiet(reader, task=task, study_id=study_id):
+        found = reading.next_assignment_id(reader, task=task, study_id=study_id)
     return found

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from annotation.models import Study
 from annotation.permissions import IsCoordinator
 from annotation.reading import api_payload, reading_item
-from annotation.serializers import DetailSerializer, QueueSerializer, ReadingItemSerializer
+from annotation.serializers import DetailSerializer, QueueSerializer, reading_item_data
 from judges import serializers
 from judges.models import JudgeRead
 from judges.services import (
@@ -85,7 +85,7 @@ class JudgeReads:
         if refusal := _step_refusal(self.request, read):
             return refusal
         show_judge_read(read)
-        return Response(ReadingItemSerializer(_payload(read)).data)
+        return Response(reading_item_data(_payload(read)))
 
     def retrieve_item(self, read_id: str) -> Response:
         try:
@@ -96,7 +96,7 @@ class JudgeReads:
             if refusal := _step_refusal(self.request, read):
                 return refusal
             show_judge_read(read)
-        return Response(ReadingItemSerializer(_payload(read)).data)
+        return Response(reading_item_data(_payload(read)))
 
     def rate_item(self, read_id: str, validated: dict) -> Response:
         try:

@@ -43,7 +43,7 @@ from annotation.practice import (
     submit_practice,
 )
 from annotation.reading import api_payload, queue_position, reading_item, undo_seconds_left
-from annotation.serializers import DetailSerializer, QueueSerializer, ReadingItemSerializer
+from annotation.serializers import DetailSerializer, QueueSerializer, ReadingItemSerializer, reading_item_data
 from consensus import reserve
 from consensus.adjudication import adjudication_queue, prior_ratings
 from consensus.models import Adjudication, AdjudicationStatus
@@ -160,7 +160,7 @@ class RadiologistReads:
         if step := pending_step(self.user, assignment.example.study, task):
             return _step_refusal(step, assignment.example.study, task)
         show_assignment(assignment)
-        return Response(ReadingItemSerializer(_reading_payload(assignment)).data)
+        return Response(reading_item_data(_reading_payload(assignment)))
 
     def retrieve_item(self, assignment_id: str) -> Response:
         assignment = _own_assignment(self.request, assignment_id)
@@ -168,7 +168,7 @@ class RadiologistReads:
             if step := pending_step(self.user, assignment.example.study, assignment.task):
                 return _step_refusal(step, assignment.example.study, assignment.task)
             show_assignment(assignment)
-        return Response(ReadingItemSerializer(_reading_payload(assignment)).data)
+        return Response(reading_item_data(_reading_payload(assignment)))
 
     def rate_item(self, assignment_id: str, validated: dict) -> Response:
         try:
@@ -186,12 +186,11 @@ class RadiologistReads:
         except NoSuchWork:
             raise NotFound from None
         example = result.annotation.example
-        following = reserve.next_assignment(self.user, task=example.task, study_id=example.study_id)
         body = {
             "rating": result.annotation.rating,
             "rationale": result.annotation.rationale,
             "created": result.created,
-            "next": following.public_id if following else None,
+            "next": reserve.next_assignment_id(self.user, task=example.task, study_id=example.study_id),
             "undo_seconds": undo_seconds_left(result.annotation),
         }
         return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)

@@ -1,10 +1,24 @@
 """annotation.rows: instances made from a hand-written statement's rows equal the ORM's."""
 
-import pytest
-from django.db import transaction
+import uuid
+from datetime import timedelta
 
-from annotation.models import Assignment, AssignmentStatus, Example, Study, Task
-from annotation.reading import next_assignment
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from annotation.models import (
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    AuditAction,
+    AuditEvent,
+    Example,
+    Study,
+    Task,
+)
+from annotation.reading import next_assignment, next_assignment_id
+from annotation.rows import Inserted, insert
 from consensus.services import ReadOf, lock_example
 from tests.factories import make_reading_study
 
@@ -68,3 +82,78 @@ def test_the_next_assignment_and_what_it_carries_equal_what_the_orm_reads(django
             assert [type(v) for v in _fields(mine).values()] == [type(v) for v in _fields(expected).values()]
     assert next_assignment(reader, task=Task.REALISM, study_slug="no-such-study") is None
     assert next_assignment(reader, task=Task.REALISM, study_id=study.pk + 1000) is None
+
+
+def test_an_inserted_rating_is_the_row_the_orm_would_write(django_assert_num_queries):
+    study, _, _ = make_reading_study(pairs=1)
+    first, second = Assignment.objects.filter(study=study, task=Task.REALISM).order_by("pk")[:2]
+    now = timezone.now()
+
+    def rating(assignment: Assignment) -> Annotation:
+        return Annotation(
+            assignment=assignment,
+            example=assignment.example,
+            reader=assignment.reader,
+            task=Task.REALISM,
+            rating="minor_issues",
+            rationale="Odd <wording> \u00e9.",
+            form_token=uuid.uuid4(),
+            report_a_type="",
+            duration_ms=1234,
+            settle_by=now + timedelta(minutes=2),
+            settled_at=None,
+        )
+
+    mine, theirs = rating(first), rating(second)
+    with django_assert_num_queries(1):
+        assert insert(mine, connection) is mine
+    theirs.save()
+    assert mine.pk and mine.created_at and (mine._state.adding, mine._state.db) == (False, "default")
+    read_back = {row.pk: row for row in Annotation.objects.filter(pk__in=[mine.pk, theirs.pk])}
+    differ = {"id", "assignment_id", "example_id", "reader_id", "public_id", "form_token", "created_at"}
+    assert _fields(read_back[mine.pk]) == _fields(mine)
+    assert {k: v for k, v in _fields(read_back[mine.pk]).items() if k not in differ} == {
+        k: v for k, v in _fields(read_back[theirs.pk]).items() if k not in differ
+    }
+    # A unique column refuses a second row as the ORM's insert does, and the caller's transaction decides.
+    twice = rating(second)
+    twice.form_token = mine.form_token
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert(twice, connection)
+
+
+def test_an_inserted_audit_event_keeps_its_json_and_its_time():
+    study, readers, _ = make_reading_study(pairs=1, assign=False)
+    event = AuditEvent.objects.record(
+        AuditAction.SUBMITTED,
+        study=study,
+        actor=readers[0],
+        subject=readers[0],
+        after={"rating": "x", "n": [1, "\u00e9"]},
+    )
+    stored = AuditEvent.objects.get(pk=event.pk)
+    assert (stored.after, stored.before, stored.actor_id) == ({"rating": "x", "n": [1, "\u00e9"]}, {}, readers[0].pk)
+    assert stored.created_at == event.created_at
+
+
+def test_a_model_with_a_database_default_is_left_to_the_orm():
+    with pytest.raises(ValueError, match="database default"):
+        Inserted(Assignment)
+
+
+def test_the_next_assignments_id_alone_is_the_next_assignments(django_assert_num_queries):
+    study, _, _ = make_reading_study(pairs=2)
+    other = make_reading_study(pairs=1)[0]
+    for task in Task.values:
+        for reader in {assignment.reader for assignment in Assignment.objects.filter(study=study, task=task)}:
+            for where in ({}, {"study_id": study.pk}, {"study_id": other.pk}):
+                with django_assert_num_queries(1):
+                    found = next_assignment_id(reader, task=task, **where)
+                expected = next_assignment(reader, task=task, **where)
+                assert found == (expected.public_id if expected else None)
+                assert found is None or isinstance(found, uuid.UUID)
+            # Once rated, the next one.
+            first = next_assignment(reader, task=task)
+            Assignment.objects.filter(pk=first.pk).update(status=AssignmentStatus.DONE)
+            expected = next_assignment(reader, task=task)
+            assert next_assignment_id(reader, task=task) == (expected.public_id if expected else None)

@@ -158,7 +158,7 @@ def test_locking_two_exams_reads_the_examples_through_the_pair_index():
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute("EXPLAIN (FORMAT JSON) " + statement)
             (plan,) = cursor.fetchone()[0]
-    assert {example.pk for example in locked} >= {first, second}
+    assert set(locked.pks) >= {first, second}
     example_scans = [
         node
         for node in _plan_nodes(plan["Plan"])
