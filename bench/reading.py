@@ -8,7 +8,9 @@
    with the settings module bench.settings, which adds one URL: the floor, a bare view doing one
    indexed SELECT. The application itself has no such endpoint.
 3. Phase "floor": N clients GET the floor with random assignment ids for --duration seconds.
-   Phase "readers": N simulated readers, each with its API token, loop for --duration seconds:
+   Phase "readers": N simulated readers, each with its API token, loop for --duration seconds.
+   The two take turns (--rounds of each, 4 by default), so that what else the shared machine does
+   meanwhile weighs on both alike; each round's CPU ratio is printed too. A reader:
    GET /api/reading/next/?task=... then POST /api/reading/<id>/rating/ (a valid rating,
    a rationale and the form token). No think time unless --think-ms (a closed loop: each client
    sends its next request at once); with it, each client pauses a random 0.5x-1.5x of it
@@ -41,6 +43,7 @@ import random
 import secrets
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -687,12 +690,56 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def measured_phase(name, target, per_client, args, stop, meter: CpuMeter):
-    """A phase with the server's and the database's CPU over it: (recorder, seconds, cpu seconds by process)."""
+def measured_phase(name, target, per_client, args, stop, meter: CpuMeter, duration: float | None = None):
+    """A phase (of --duration seconds unless given) with the server's and the database's CPU over it:
+    (recorder, seconds, cpu seconds by process)."""
     before = meter.read()
-    recorder, elapsed = phase(name, target, per_client, args.duration, args.max_requests, stop)
+    duration = args.duration if duration is None else duration
+    recorder, elapsed = phase(name, target, per_client, duration, args.max_requests, stop)
     after = meter.read()
     return recorder, elapsed, {key: after[key] - before[key] for key in before}
+
+
+def in_turns(floor_args, reader_args, args, stop, meter: CpuMeter):
+    """The floor and the readers in turns, --rounds of each, each turn a --rounds'th of --duration.
+
+    On a shared machine, what else it does changes the CPU a request costs (by half, seen here,
+    between two runs a minute apart): in turns, it falls on the floor and the readers alike. Each
+    phase's turns are then added up: (recorder, seconds, cpu) of the floor, the same of the readers,
+    and each round's ratio of the readers' server CPU per request to the floor's."""
+    turn = args.duration / args.rounds
+    floor_turns, reader_turns, ratios = [], [], []
+    for number in range(1, args.rounds + 1):
+        floor_turn = measured_phase(f"floor, round {number}", floor_client, floor_args, args, stop, meter, turn)
+        reader_turn = measured_phase(f"readers, round {number}", reader_client, reader_args, args, stop, meter, turn)
+        floor_turns.append(floor_turn)
+        reader_turns.append(reader_turn)
+        floor_per = cpu_per_request(floor_turn[2], sum(floor_turn[0].attempts.values()))
+        reader_per = cpu_per_request(
+            reader_turn[2], reader_turn[0].attempts["next"] + reader_turn[0].attempts["submit"]
+        )
+        ratios.append(reader_per["server"] / floor_per["server"] if floor_per["server"] else float("nan"))
+        print(f"   round {number}: reading server CPU {ratios[-1]:.2f}x the floor's", flush=True)
+    return added_up(floor_turns), added_up(reader_turns), ratios
+
+
+def added_up(turns: list[tuple]) -> tuple:
+    """One phase's turns as one: their recorders merged, their seconds and CPU added."""
+    recorders = [recorder for recorder, _, _ in turns]
+    total = Recorder(max_requests=0, deadline=0.0, stop=recorders[0].stop)
+    for recorder in recorders:
+        for operation, latencies in recorder.latencies.items():
+            total.latencies[operation] += latencies
+        for counts, more in ((total.attempts, recorder.attempts), (total.errors, recorder.errors),
+                             (total.other, recorder.other)):  # fmt: skip
+            for key, value in more.items():
+                counts[key] += value
+        total.error_samples += recorder.error_samples[: 20 - len(total.error_samples)]
+        total.submitted += recorder.submitted
+    total.load_before, total.load_after = recorders[0].load_before, recorders[-1].load_after
+    elapsed = sum(seconds for _, seconds, _ in turns)
+    cpu = {key: sum(turn_cpu[key] for _, _, turn_cpu in turns) for key in turns[0][2]}
+    return total, elapsed, cpu
 
 
 def cpu_per_request(cpu: dict[str, float], requests: int) -> dict[str, float]:
@@ -746,7 +793,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", default=f"postgres://postgres@{LOOPBACK}:5432/readingroom_bench")
     parser.add_argument("--pairs", type=int, default=50_000)
     parser.add_argument("--readers", type=int, default=20, help="concurrent clients (capacity mode: the first count)")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds per phase")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds per phase (floor, readers)")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="the floor and the readers in this many turns each, alternating"
+    )
     parser.add_argument("--max-requests", type=int, default=200_000, help="cap on requests per phase")
     parser.add_argument("--workers", type=int, default=2 * cores + 1, help="gunicorn workers (default 2*cores+1)")
     parser.add_argument("--first-reads", type=float, default=0.0, help="share of examples with a stored first read")
@@ -830,15 +880,15 @@ def main(argv: list[str] | None = None) -> int:
             warm_readers = [(port, tokens[n], 2000 + n, 0.0) for n in clients]
             phase("warm-up (readers)", reader_client, warm_readers, args.warmup / 2, 10_000, stop)
         floor_args = [(port, ids, n, think) for n in clients]
-        floor, floor_elapsed, floor_cpu = measured_phase("floor", floor_client, floor_args, args, stop, meter)
         if args.capacity:
+            floor, floor_elapsed, floor_cpu = measured_phase("floor", floor_client, floor_args, args, stop, meter)
             held, capacity_steps = capacity(port, tokens, args, stop, meter)
             readers, readers_elapsed, readers_cpu, rows_before, rows_after = None, 0.0, {}, 0, 0
         else:
             reader_args = [(port, tokens[n], 100 + n, think) for n in clients]
             rows_before = work_rows_read()
-            readers, readers_elapsed, readers_cpu = measured_phase(
-                "readers", reader_client, reader_args, args, stop, meter
+            (floor, floor_elapsed, floor_cpu), (readers, readers_elapsed, readers_cpu), round_ratios = in_turns(
+                floor_args, reader_args, args, stop, meter
             )
             rows_after = work_rows_read()
         worker_rss = meter.worker_rss_mb()
@@ -881,6 +931,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_cpu("floor", floor_per, floor_per)
     print_cpu("reading (next + submit)", readers_per, floor_per)
+    print(
+        f"Reading server CPU against the floor's, round by round: {', '.join(f'{r:.2f}x' for r in round_ratios)} "
+        f"(median {statistics.median(round_ratios):.2f}x; the target is judged on all rounds together, above)"
+    )
     print(
         f"Closed-loop throughput: {reader_requests / readers_elapsed:.1f} reading requests/s"
         if not think
@@ -935,6 +989,7 @@ def main(argv: list[str] | None = None) -> int:
         rows=rows,
         cpu_ms_per_request={"floor": floor_per, "reading": readers_per},
         server_cpu_ratio=cpu_ratio,
+        server_cpu_ratio_by_round=round_ratios,
         worker_peak_rss_mb=worker_rss,
         rows_read_per_request=(rows_after - rows_before) / reader_requests if reader_requests else None,
         verification=check,
