@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Case, Sum, Value, When
+from django.db.models import BigIntegerField, Case, Value, When
 from django.utils import timezone
 
 from annotation import queues, reading
@@ -67,14 +67,20 @@ def place_after(first_open: int | None, draw: int) -> int:
 def first_open_place(reader_pk: int, study_pk: int, task: str) -> int | None:
     """The place of the first item the reader can be given in a queue (the one that may be on their
     screen), or None. One index lookup."""
-    return (
-        Assignment.objects.filter(
-            reader_id=reader_pk, study_id=study_pk, task=task, status=AssignmentStatus.OPEN, held=False
-        )
-        .order_by("queue_order")
-        .values_list("queue_order", flat=True)
-        .first()
-    )
+    table = connection.ops.quote_name(Assignment._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(_FIRST_OPEN_PLACE.format(assignments=table), [reader_pk, study_pk, task, AssignmentStatus.OPEN])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+# Written once (annotation.rows), as the statements of escort_count: both run on every read routed to
+# a reader after their queue was drawn.
+_FIRST_OPEN_PLACE = """SELECT a.queue_order FROM {assignments} a
+ WHERE a.reader_id = %s AND a.study_id = %s AND a.task = %s AND a.status = %s AND NOT a.held
+ ORDER BY a.queue_order LIMIT 1"""
+_ESCORT_TOTALS = """SELECT COALESCE(SUM(q.third_read_count), 0), COALESCE(SUM(q.second_read_count), 0)
+ FROM {queues} q WHERE q.study_id = %s AND q.task = %s"""
 
 
 def release_escorts(study: Study, task: str, reader_pk: int, routed_public_id, *, first_open: int | None) -> int:
@@ -92,11 +98,12 @@ def escort_count(study: Study, task: str, reader_pk: int, routed_public_id) -> i
     seeded coin. p is the share of third reads among the reads of the examples whose two first reads
     are in (each brought 2 reads, and a third one if they disagreed), with a prior. One query over the
     task's queue counters (one row per reader)."""
-    totals = ReaderQueue.objects.filter(study=study, task=task).aggregate(
-        third_reads=Sum("third_read_count"), second_reads=Sum("second_read_count")
-    )
-    third_reads = totals["third_reads"] or 0
-    reads = 2 * (totals["second_reads"] or 0) + third_reads
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _ESCORT_TOTALS.format(queues=connection.ops.quote_name(ReaderQueue._meta.db_table)), [study.pk, task]
+        )
+        third_reads, second_reads = (int(total) for total in cursor.fetchone())
+    reads = 2 * second_reads + third_reads
     share = (third_reads + PRIOR_THIRD_READS) / (reads + PRIOR_READS)
     mean = min((1 - share) / share, MAX_ESCORTS) if share < 1 else 0.0
     whole = int(mean)
