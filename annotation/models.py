@@ -729,7 +729,8 @@ class AssignmentStatus(models.TextChoices):
     WITHDRAWN = "withdrawn", "Withdrawn after being shown"
 
 
-ACTIVE_ASSIGNMENT = Q(status__in=[AssignmentStatus.OPEN, AssignmentStatus.DONE])
+ACTIVE_STATUSES = (AssignmentStatus.OPEN, AssignmentStatus.DONE)
+ACTIVE_ASSIGNMENT = Q(status__in=ACTIVE_STATUSES)
 THIRD_READ_SLOT = 3
 
 

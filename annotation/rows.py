@@ -146,3 +146,23 @@ def _inserted(model: type[Model]) -> Inserted:
 def insert(instance: Model, connection: BaseDatabaseWrapper) -> Model:
     """Insert a new instance's row as its save() would (Inserted says for which models), and return it."""
     return _inserted(type(instance)).insert(instance, connection)
+
+
+_UPDATE = "UPDATE {table} SET {assignments} WHERE {pk} = %s"
+
+
+def update_row(model: type[Model], pk, connection: BaseDatabaseWrapper, **values) -> int:
+    """UPDATE one row's columns by its pk, each value as the ORM's update sends it (the field's
+    get_db_prep_save), without the query compilation; how many rows changed (0 or 1). As
+    QuerySet.update, it calls no save() and sends no signal."""
+    meta, quote = model._meta, connection.ops.quote_name
+    fields = [meta.get_field(name) for name in values]
+    statement = _UPDATE.format(
+        table=quote(meta.db_table),
+        assignments=", ".join(f"{quote(field.column)} = %s" for field in fields),
+        pk=quote(meta.pk.column),
+    )
+    params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [*params, meta.pk.get_db_prep_value(pk, connection)])
+        return cursor.rowcount

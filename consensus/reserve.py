@@ -36,7 +36,6 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Case, Value, When
 from django.utils import timezone
 
 from annotation import queues, reading
@@ -123,33 +122,46 @@ def _release(
     """
     if limit <= 0:
         return 0
-    held = Assignment.objects.filter(
-        reader_id=reader_pk, study_id=study.pk, task=task, status=AssignmentStatus.OPEN, held=True
-    ).order_by("queue_order")
+    quote = connection.ops.quote_name
+    assignments, examples = quote(Assignment._meta.db_table), quote(Example._meta.db_table)
+    only_these, params = "", [reader_pk, study.pk, task, AssignmentStatus.OPEN]
     if only is not None:
-        held = held.filter(pk__in=only)
+        only_these = f" AND a.id IN ({', '.join(['%s'] * len(only))})" if only else " AND 1 = 0"
+        params += only
+    lock = ""
     if connection.vendor == "postgresql":
-        held = held.select_for_update(skip_locked=True, of=("self",))
-    rows = list(held.values_list("pk", "example__public_id")[:limit])
-    if not rows:
-        return 0
-    # A draw of its own: the reserve is released in the order of the reads' first draws ("queue"), so
-    # placing them by those again would put the first released first.
-    places = [
-        When(
-            pk=pk,
-            then=Value(
-                place_after(first_open, tiebreak(study.seed, "released", reader_pk, example_id)),
-                output_field=BigIntegerField(),
-            ),
+        lock = " " + connection.ops.for_update_sql(skip_locked=True, of=(quote("a"),))
+    with connection.cursor() as cursor:
+        statement = _HELD.format(assignments=assignments, examples=examples, only=only_these, lock=lock)
+        cursor.execute(statement, [*params, limit])
+        # The example's public id: a UUID on PostgreSQL, its 32 hex digits on SQLite.
+        rows = [(pk, public_id if isinstance(public_id, uuid.UUID) else uuid.UUID(public_id))
+                for pk, public_id in cursor.fetchall()]  # fmt: skip
+        if not rows:
+            return 0
+        # A draw of its own: the reserve is released in the order of the reads' first draws ("queue"), so
+        # placing them by those again would put the first released first.
+        places, pks = [], []
+        for pk, example_id in rows:
+            places += [pk, place_after(first_open, tiebreak(study.seed, "released", reader_pk, example_id))]
+            pks.append(pk)
+        statement = _RELEASE.format(
+            assignments=assignments,
+            places=" ".join(["WHEN %s THEN CAST(%s AS BIGINT)"] * len(rows)),
+            pks=", ".join(["%s"] * len(rows)),
         )
-        for pk, example_id in rows
-    ]
-    moved = Assignment.objects.filter(pk__in=[pk for pk, _ in rows], held=True).update(
-        held=False, queue_order=Case(*places)
-    )
+        cursor.execute(statement, [*places, *pks])
+        moved = cursor.rowcount
     queues.count(reader_pk, study.pk, task, opened=moved, held=-moved)
     return moved
+
+
+# Written once (annotation.rows): run on most reads routed to a reader after their queue was drawn.
+_HELD = """SELECT a.id, e.public_id FROM {assignments} a JOIN {examples} e ON e.id = a.example_id
+ WHERE a.reader_id = %s AND a.study_id = %s AND a.task = %s AND a.status = %s AND a.held{only}
+ ORDER BY a.queue_order LIMIT %s{lock}"""
+_RELEASE = """UPDATE {assignments} SET held = FALSE, queue_order = CASE id {places} END
+ WHERE id IN ({pks}) AND held"""
 
 
 def release_read(assignment: Assignment) -> bool:

@@ -33,6 +33,7 @@ from django.utils import timezone
 from annotation import queues
 from annotation.guide import confirmed_version_id
 from annotation.models import (
+    ACTIVE_STATUSES,
     RATINGS_WITHOUT_RATIONALE,
     RATIONALE_MAX_LENGTH,
     TASK_RATINGS,
@@ -56,7 +57,7 @@ from annotation.models import (
     Task,
     tiebreak,
 )
-from annotation.rows import Selected, attach, insert, instances, select_list
+from annotation.rows import Selected, attach, insert, instances, select_list, update_row
 from consensus import blinding, reserve
 from consensus.models import Adjudication, AdjudicationStatus, ConsensusLabel, LabelSource
 
@@ -421,7 +422,19 @@ def _keep_waiting(example: Example) -> None:
 def _reads_under_way(example: Example, settled: int) -> int:
     """Open reads of the example, and ratings of it still in their undo window (the active
     assignments that have no settled rating)."""
-    return example.assignments.active().count() - settled
+    return len(_active_slots(example.pk)) - settled
+
+
+def _active_slots(example_pk: int) -> list[int]:
+    """The slots of the example's active assignments (open or rated)."""
+    table = connection.ops.quote_name(Assignment._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(_ACTIVE_SLOTS.format(assignments=table), [example_pk, *ACTIVE_STATUSES])
+        return [slot for (slot,) in cursor.fetchall()]
+
+
+# Written once (annotation.rows): asked on every second read, and again when a third is routed.
+_ACTIVE_SLOTS = "SELECT a.slot FROM {assignments} a WHERE a.example_id = %s AND a.status IN (%s, %s)"
 
 
 def _set_state(example: Example, state: str, *, unrouted: bool | None = None, reason: str = "") -> None:
@@ -434,7 +447,7 @@ def _set_state(example: Example, state: str, *, unrouted: bool | None = None, re
         fields["unrouted_reason"] = reason if fields["unrouted"] else ""
     changed = {k: v for k, v in fields.items() if getattr(example, k) != v}
     if changed:
-        Example.objects.filter(pk=example.pk).update(**changed)
+        update_row(Example, example.pk, connection, **changed)
         for key, value in changed.items():
             setattr(example, key, value)
 
@@ -515,7 +528,7 @@ def withdraw_open_assignment(
 
 def _route_reads(example: Example, needed: int, *, action: str, actor: AbstractBaseUser | None) -> None:
     """Give the example `needed` more readers, least loaded first; else mark it unrouted."""
-    taken = set(example.assignments.active().values_list("slot", flat=True))
+    taken = set(_active_slots(example.pk))
     free_slots = [slot for slot in (*INITIAL_SLOTS, THIRD_READ_SLOT) if slot not in taken]
     if action == AuditAction.THIRD_READ_ROUTED and THIRD_READ_SLOT in free_slots:
         free_slots.remove(THIRD_READ_SLOT)
@@ -923,7 +936,6 @@ _SETTLED_RATINGS = (
     "SELECT rating, reader_id FROM {annotations}"
     " WHERE example_id = %s AND settled_at IS NOT NULL AND voided_at IS NULL ORDER BY id"
 )
-_SET_STATUS = "UPDATE {assignments} SET status = %s WHERE id = %s"
 
 
 def _unsettled_rating_of(reader: AbstractBaseUser) -> tuple[int, int] | None:
@@ -1001,11 +1013,7 @@ def _settled_ratings(example_pk: int) -> list[tuple[str, int]]:
 
 
 def _set_assignment_status(assignment_pk: int, status: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _SET_STATUS.format(assignments=connection.ops.quote_name(Assignment._meta.db_table)),
-            [str(status), assignment_pk],
-        )
+    update_row(Assignment, assignment_pk, connection, status=status)
 
 
 def _time_on_task(assignment: Assignment, now: datetime) -> int | None:

@@ -18,7 +18,7 @@ from annotation.models import (
     Task,
 )
 from annotation.reading import next_assignment, next_assignment_id
-from annotation.rows import Inserted, insert
+from annotation.rows import Inserted, insert, update_row
 from consensus.services import ReadOf, lock_example
 from tests.factories import make_reading_study
 
@@ -157,3 +157,15 @@ def test_the_next_assignments_id_alone_is_the_next_assignments(django_assert_num
             Assignment.objects.filter(pk=first.pk).update(status=AssignmentStatus.DONE)
             expected = next_assignment(reader, task=task)
             assert next_assignment_id(reader, task=task) == (expected.public_id if expected else None)
+
+
+def test_a_row_updated_by_its_pk_reads_back_as_the_orm_would_have_written_it():
+    study, _, _ = make_reading_study(pairs=1)
+    assignment, other = Assignment.objects.filter(study=study).order_by("pk")[:2]
+    when = timezone.now() - timedelta(minutes=3)
+    values = {"status": AssignmentStatus.DONE, "resumed_at": when, "held": True, "time_before_undo_ms": 1500}
+    assert update_row(Assignment, assignment.pk, connection, **values) == 1
+    Assignment.objects.filter(pk=other.pk).update(**values)
+    mine, theirs = Assignment.objects.get(pk=assignment.pk), Assignment.objects.get(pk=other.pk)
+    assert {name: getattr(mine, name) for name in values} == values == {name: getattr(theirs, name) for name in values}
+    assert update_row(Assignment, other.pk + 1000, connection, held=False) == 0
