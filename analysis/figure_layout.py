@@ -115,7 +115,9 @@ def draw(draw_figure: Callable[[], Figure]) -> dict[str, bytes]:
             figure = draw_figure()
         _no_empty_label_placing(figure)
         saved = {"png": save(figure, "png")}
-        figure.set_layout_engine("none")
+        # No engine at all: savefig draws a figure that has one (even matplotlib's placeholder that
+        # "none" sets) once more before saving it, to lay it out; the PDF and SVG keep the PNG's layout.
+        figure.set_layout_engine(None)
         saved["pdf"] = save(figure, "pdf")
         figure_fonts.name_whole_font(figure)
         saved["svg"] = save(figure, "svg")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fontTools.ttLib import TTFont
+from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from analysis import figure_cache, figures
@@ -112,6 +113,16 @@ def test_the_layout_is_solved_once_for_every_format(draws, monkeypatch):
     monkeypatch.setattr(ConstrainedLayoutEngine, "execute", lambda self, fig: solved.append(1) or execute(self, fig))
     render_figure(_results(), "task1_forest", "svg")
     assert len(solved) == 1
+
+
+def test_each_format_draws_the_figure_once(draws, monkeypatch):
+    # A figure that keeps a layout engine, even matplotlib's placeholder for "none", is drawn twice
+    # by savefig (once more to lay it out): a PDF and an SVG would each cost two draws.
+    drawn = []
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: drawn.append(1) or draw(self, renderer))
+    render_figure(_results(), "task1_forest", "svg")
+    assert len(drawn) == 1 + len(FORMATS)  # the PNG's layout, then one draw per format
 
 
 def _embedded_fonts(pdf: bytes) -> list[TTFont]:
