@@ -271,19 +271,26 @@ def _first_open(reader, *, task: str, study_id: int | None, study_slug: str | No
     """SQL giving one column of the reader's first open assignment of the task (not in their reserve),
     in one study if given, else in the lowest-numbered study with open work; and its parameters."""
     quote = connection.ops.quote_name
-    in_study, params = "", [reader.pk, task, AssignmentStatus.OPEN]
+    in_study, study_params = of_study("q", study_id=study_id, study_slug=study_slug)
+    statement = _FIRST_OPEN.format(column=quote(column), queue=quote(Assignment._meta.db_table), in_study=in_study)
+    return statement, [reader.pk, task, AssignmentStatus.OPEN, *study_params]
+
+
+def of_study(alias: str, *, study_id: int | None, study_slug: str | None) -> tuple[str, list]:
+    """SQL conditions (each led by AND) keeping the rows under alias, which have a study_id, of one
+    study, by its pk and/or its slug; and their parameters. Empty when neither is given."""
+    condition, params = "", []
     if study_id is not None:
-        in_study += " AND q.study_id = %s"
+        condition += _BY_STUDY_ID.format(alias=alias)
         params.append(study_id)
     if study_slug is not None:
-        in_study += " AND q.study_id = (SELECT qs.id FROM {studies} qs WHERE qs.slug = %s)"
+        condition += _BY_STUDY_SLUG.format(alias=alias, studies=connection.ops.quote_name(Study._meta.db_table))
         params.append(study_slug)
-    statement = _FIRST_OPEN.format(
-        column=quote(column),
-        queue=quote(Assignment._meta.db_table),
-        in_study=in_study.format(studies=quote(Study._meta.db_table)),
-    )
-    return statement, params
+    return condition, params
+
+
+_BY_STUDY_ID = " AND {alias}.study_id = %s"
+_BY_STUDY_SLUG = " AND {alias}.study_id = (SELECT {alias}s.id FROM {studies} {alias}s WHERE {alias}s.slug = %s)"
 
 
 _FIRST_OPEN = """SELECT q.{column} FROM {queue} q

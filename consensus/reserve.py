@@ -201,17 +201,11 @@ def release_when_quiet(
     if task is not None:
         condition += " AND q.task = %s"
         params.append(task)
-    if study_id is not None:
-        condition += " AND q.study_id = %s"
-        params.append(study_id)
-    if study_slug is not None:
-        condition += " AND q.study_id = (SELECT s.id FROM {studies} s WHERE s.slug = %s)"
-        params.append(study_slug)
-    quote = connection.ops.quote_name
+    in_study, study_params = reading.of_study("q", study_id=study_id, study_slug=study_slug)
     statement = _EMPTY_WITH_A_RESERVE.format(
-        queues=quote(ReaderQueue._meta.db_table),
-        condition=condition.format(studies=quote(Study._meta.db_table)),
+        queues=connection.ops.quote_name(ReaderQueue._meta.db_table), condition=condition + in_study
     )
+    params += study_params
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         empty = cursor.fetchall()
