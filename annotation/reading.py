@@ -30,7 +30,7 @@ from annotation.models import (
     Study,
     Task,
 )
-from annotation.rows import Selected, attach, instances, select_list
+from annotation.rows import Selected, as_uuid, attach, instances, select_list
 
 # The protocol's definitions, shown next to the labels.
 RATING_DEFINITIONS: dict[str, str] = {
@@ -261,10 +261,7 @@ def next_assignment_id(reader, *, task: str, study_id: int | None = None) -> uui
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         row = cursor.fetchone()
-    if row is None:
-        return None
-    # A UUID on PostgreSQL, its 32 hex digits on SQLite.
-    return row[0] if isinstance(row[0], uuid.UUID) else uuid.UUID(row[0])
+    return None if row is None else as_uuid(row[0])
 
 
 def _first_open(reader, *, task: str, study_id: int | None, study_slug: str | None, column: str) -> tuple[str, list]:

@@ -8,6 +8,7 @@ database converters and Model.from_db, as a queryset would.
 """
 
 import functools
+import uuid
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
@@ -166,3 +167,8 @@ def update_row(model: type[Model], pk, connection: BaseDatabaseWrapper, **values
     with connection.cursor() as cursor:
         cursor.execute(statement, [*params, meta.pk.get_db_prep_value(pk, connection)])
         return cursor.rowcount
+
+
+def as_uuid(value) -> uuid.UUID:
+    """A UUID column's value read by hand: PostgreSQL's driver gives a UUID, SQLite its 32 hex digits."""
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)

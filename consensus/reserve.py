@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from annotation import queues, reading
 from annotation.models import Annotation, Assignment, AssignmentStatus, Example, ReaderQueue, Study, tiebreak
+from annotation.rows import as_uuid
 
 # queue_order values are drawn from [0, 2**63): tiebreak() keeps 63 bits.
 QUEUE_ORDER_END = 2**63
@@ -134,9 +135,7 @@ def _release(
     with connection.cursor() as cursor:
         statement = _HELD.format(assignments=assignments, examples=examples, only=only_these, lock=lock)
         cursor.execute(statement, [*params, limit])
-        # The example's public id: a UUID on PostgreSQL, its 32 hex digits on SQLite.
-        rows = [(pk, public_id if isinstance(public_id, uuid.UUID) else uuid.UUID(public_id))
-                for pk, public_id in cursor.fetchall()]  # fmt: skip
+        rows = [(pk, as_uuid(public_id)) for pk, public_id in cursor.fetchall()]
         if not rows:
             return 0
         # A draw of its own: the reserve is released in the order of the reads' first draws ("queue"), so

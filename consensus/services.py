@@ -345,7 +345,7 @@ def _store_annotation(
     )
     # Without the ORM's query compilation (annotation.rows), as the statements above: every rating.
     insert(annotation, connection)
-    _set_assignment_status(assignment.pk, AssignmentStatus.DONE)
+    update_row(Assignment, assignment.pk, connection, status=AssignmentStatus.DONE)
     queues.count(reader.pk, example.study_id, example.task, opened=-1, rated=1)
     AuditEvent.objects.record(
         AuditAction.SUBMITTED,
@@ -627,14 +627,9 @@ def eligible_readers(example: Example, *, limit: int | None = None) -> list[Abst
         rows = cursor.fetchall()
     user = _eligible_user()
     load, ahead, user_id = len(user), len(user) + 1, user.attnames.index(user.model._meta.pk.attname)
-    if study.reserve_percent:
-        ranked = sorted(
-            rows, key=lambda row: (-row[ahead], tiebreak(study.seed, "route", example.public_id, row[user_id]))
-        )
-    else:
-        ranked = sorted(
-            rows, key=lambda row: (row[load], tiebreak(study.seed, "route", example.public_id, row[user_id]))
-        )
+    # With a reserve, the most reads ahead first; without, the least loaded; ties by the study's draw.
+    first = (lambda row: -row[ahead]) if study.reserve_percent else (lambda row: row[load])
+    ranked = sorted(rows, key=lambda row: (first(row), tiebreak(study.seed, "route", example.public_id, row[user_id])))
     return [user.instance(row[:load], connection) for row in ranked[:limit]]
 
 
@@ -992,9 +987,8 @@ def _lock_with_unsettled(
 def _settle(annotation_pk: int, example: Example, *, now: datetime, due_only: bool = False) -> bool:
     """Settle one rating and route its example, if it is still unsettled (and, due_only, its window has
     closed). Caller holds the example's lock. False if it was settled or taken back meanwhile."""
-    statement, params = _SETTLE, [_SETTLED_AT.get_db_prep_save(now, connection), annotation_pk]
-    if due_only:
-        statement, params = statement + _DUE_ONLY, [*params, _SETTLED_AT.get_db_prep_save(now, connection)]
+    at = _SETTLED_AT.get_db_prep_save(now, connection)
+    statement, params = (_SETTLE + _DUE_ONLY, [at, annotation_pk, at]) if due_only else (_SETTLE, [at, annotation_pk])
     with connection.cursor() as cursor:
         cursor.execute(statement.format(annotations=connection.ops.quote_name(Annotation._meta.db_table)), params)
         if not cursor.rowcount:
@@ -1010,10 +1004,6 @@ def _settled_ratings(example_pk: int) -> list[tuple[str, int]]:
             _SETTLED_RATINGS.format(annotations=connection.ops.quote_name(Annotation._meta.db_table)), [example_pk]
         )
         return [tuple(row) for row in cursor.fetchall()]
-
-
-def _set_assignment_status(assignment_pk: int, status: str) -> None:
-    update_row(Assignment, assignment_pk, connection, status=status)
 
 
 def _time_on_task(assignment: Assignment, now: datetime) -> int | None:
