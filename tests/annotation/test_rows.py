@@ -164,8 +164,10 @@ def test_a_row_updated_by_its_pk_reads_back_as_the_orm_would_have_written_it():
     assignment, other = Assignment.objects.filter(study=study).order_by("pk")[:2]
     when = timezone.now() - timedelta(minutes=3)
     values = {"status": AssignmentStatus.DONE, "resumed_at": when, "held": True, "time_before_undo_ms": 1500}
-    assert update_row(Assignment, assignment.pk, connection, **values) == 1
+    # A UUID too: SQLite stores its hex digits, as the field prepares it.
+    assert update_row(Assignment, assignment.pk, connection, public_id=(new_id := uuid.uuid4()), **values) == 1
     Assignment.objects.filter(pk=other.pk).update(**values)
     mine, theirs = Assignment.objects.get(pk=assignment.pk), Assignment.objects.get(pk=other.pk)
     assert {name: getattr(mine, name) for name in values} == values == {name: getattr(theirs, name) for name in values}
+    assert mine.public_id == new_id and Assignment.objects.filter(public_id=new_id).count() == 1
     assert update_row(Assignment, other.pk + 1000, connection, held=False) == 0
