@@ -609,8 +609,9 @@ def peak_rss_mb(pid: int) -> float:
 @dataclass
 class CpuMeter:
     """CPU time of the gunicorn master's workers and of the PostgreSQL server, including exited processes
-    (a master's or postmaster's waited-for children). Read before and after a phase: the difference is
-    what the phase cost the server and the database, whatever else the machine does."""
+    (a master's or postmaster's waited-for children), and of this harness's own threads (the simulated
+    readers share the machine's cores with what they measure). Read before and after a phase: the
+    difference is what the phase cost each, whatever else the machine does."""
 
     server_pid: int
 
@@ -620,7 +621,8 @@ class CpuMeter:
         postgres = postgres_pids()
         database = cpu_seconds(postgres[0], children=True) if postgres else float("nan")
         database += sum(cpu_seconds(pid) for pid in postgres[1:])
-        return {"server": server, "postgres": database}
+        own = os.times()
+        return {"server": server, "postgres": database, "harness": own.user + own.system}
 
     def worker_rss_mb(self) -> list[float]:
         return [peak_rss_mb(pid) for pid in child_pids(self.server_pid)]
@@ -779,7 +781,7 @@ def capacity(port, tokens, args, stop, meter) -> tuple[int, list[dict]]:
         print(
             f"   {count} readers: {requests / elapsed:.0f} req/s, p99 next {rows[0]['p99']:.0f} ms, "
             f"submit {rows[1]['p99']:.0f} ms, errors {errors}, CPU per request: server {per['server']:.1f} ms, "
-            f"PostgreSQL {per['postgres']:.1f} ms; {done} answers 'queue done'"
+            f"PostgreSQL {per['postgres']:.1f} ms, harness {per['harness']:.1f} ms; {done} answers 'queue done'"
         )
         if errors or slowest >= TARGET_P99_MS:
             break
@@ -912,7 +914,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"   {step['readers']:>4} readers  {step['requests_per_second']:6.0f} req/s  p99 next "
                 f"{step['next_p99']:7.1f}  submit {step['submit_p99']:7.1f} ms  server CPU "
                 f"{step['cpu_ms']['server']:5.1f} ms/request ({step['cpu_ms']['server'] / floor_per['server']:.2f}x "
-                f"the floor's), PostgreSQL {step['cpu_ms']['postgres']:4.1f} ms  load {step['load']}"
+                f"the floor's), PostgreSQL {step['cpu_ms']['postgres']:4.1f} ms, harness "
+                f"{step['cpu_ms']['harness']:4.1f} ms  load {step['load']}"
             )
         print(f"Peak RSS per worker: max {max(worker_rss):.0f} MB, mean {sum(worker_rss) / len(worker_rss):.0f} MB")
         results.update(floor=floor_row, floor_cpu_ms=floor_per, capacity=capacity_steps, capacity_held=held,

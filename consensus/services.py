@@ -629,6 +629,11 @@ def eligible_readers(example: Example, *, limit: int | None = None) -> list[Abst
     load, ahead, user_id = len(user), len(user) + 1, user.attnames.index(user.model._meta.pk.attname)
     # With a reserve, the most reads ahead first; without, the least loaded; ties by the study's draw.
     first = (lambda row: -row[ahead]) if study.reserve_percent else (lambda row: row[load])
+    if limit is not None and len(rows) > limit:
+        # Only rows that rank by `first` among the first `limit` can be among them: the draw (a hash
+        # each) is made for those, not for every reader of the study.
+        cutoff = sorted(map(first, rows))[limit - 1]
+        rows = [row for row in rows if first(row) <= cutoff]
     ranked = sorted(rows, key=lambda row: (first(row), tiebreak(study.seed, "route", example.public_id, row[user_id])))
     return [user.instance(row[:load], connection) for row in ranked[:limit]]
 

@@ -76,6 +76,7 @@ def test_every_example_gets_the_readers_the_orm_gave_in_its_order(keep_versions_
         found = eligible_readers(example)
         assert [user.pk for user in found] == [user.pk for user in expected]
         assert [_fields(user) for user in found] == [_fields(user) for user in expected]
-        assert [user.pk for user in eligible_readers(example, limit=1)] == [user.pk for user in expected[:1]]
+        for limit in (1, 2, 3):  # the first few, their loads tied or not
+            assert [user.pk for user in eligible_readers(example, limit=limit)] == [user.pk for user in expected[:limit]]
         some_found += bool(found)
     assert some_found >= 6  # the comparison is not of empty lists
