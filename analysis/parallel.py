@@ -10,21 +10,48 @@ memory pages they live on and cost about a sixth of the figures' time. They are 
 Each forked process uses one BLAS thread (threadpoolctl), so that they do not oversubscribe the cores.
 Jobs run in this process instead where forking does not pay or is not safe: a single job or a single
 core, a platform without fork, a process with another thread (which a fork could copy in the middle
-of holding a lock), and inside a forked child itself.
+of holding a lock), and inside a forked child itself. A thread that can stop while the processes are
+forked and go on after (the worker's heartbeat: exports.tasks.BuildMonitor) does not prevent it: see
+stopped_for_forks.
 """
 
 import gc
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Protocol
 
 import threadpoolctl
 
 # The jobs of the pool that is running: set before its processes fork, so that each inherits them.
 _jobs: list[Callable[[], object]] = []
 _in_child = False
+
+
+class Pausable(Protocol):
+    """Something that runs a thread of its own (None when it has none) and can stop it for a while."""
+
+    @property
+    def thread(self) -> threading.Thread | None: ...
+
+    def paused(self) -> AbstractContextManager[None]: ...
+
+
+_pausable: list[Pausable] = []
+
+
+@contextmanager
+def stopped_for_forks(owner: Pausable) -> Iterator[None]:
+    """Within it, run_all forks although `owner`'s thread runs: the thread is stopped (owner.paused())
+    while the processes are forked, and goes on beside them after."""
+    _pausable.append(owner)
+    try:
+        yield
+    finally:
+        _pausable.remove(owner)
 
 
 def cores() -> int:
@@ -36,9 +63,13 @@ def cores() -> int:
 
 
 def can_fork() -> bool:
+    """Whether run_all may fork: not in a forked child, on a platform with fork and more than one core,
+    and no thread here but this one and those that stop for forks."""
+    pausing = {owner.thread for owner in _pausable}
+    others = [thread for thread in threading.enumerate() if thread is not threading.current_thread()]
     return (
         not _in_child
-        and threading.active_count() == 1
+        and all(thread in pausing for thread in others)
         and "fork" in multiprocessing.get_all_start_methods()
         and cores() > 1
     )
@@ -56,7 +87,18 @@ def run_all[T](jobs: list[Callable[[], T]]) -> list[T]:
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_child) as pool:
-            return list(pool.map(_run, range(len(jobs))))
+            with ExitStack() as paused:
+                for owner in _pausable:
+                    paused.enter_context(owner.paused())
+                # With fork, the pool starts all its processes at its first job, before the thread of its
+                # own that it then starts (forking beside a thread is what it avoids, too).
+                futures = [pool.submit(_run, 0)]
+            futures += [pool.submit(_run, index) for index in range(1, len(jobs))]
+            try:
+                return [future.result() for future in futures]
+            finally:
+                for future in futures:
+                    future.cancel()  # after a job's exception, those not started are not run
     finally:
         _jobs = []
         gc.unfreeze()

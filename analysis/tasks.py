@@ -4,6 +4,7 @@ import logging
 
 from django.tasks import task
 
+from analysis import parallel
 from analysis.computing import compute_results
 from analysis.models import ComputationStatus, ResultsComputation
 from analysis.services import Scope, claim_computation, fail_computation, finish_computation
@@ -28,7 +29,8 @@ def compute_results_task(study_public_id: str, dataset: str, task_filter: str, v
         return {"study": study_public_id, "status": "skipped"}
     monitor = BuildMonitor(computation_pk, model=ResultsComputation, running=ComputationStatus.RUNNING, label="Results")
     try:
-        with monitor:
+        # The heartbeat's thread stops while the figures' and fits' processes are forked (analysis.parallel).
+        with monitor, parallel.stopped_for_forks(monitor):
             stored = compute_results(study, scope, progress=monitor.progress)
     except Exception:
         logger.exception("The results of study %s (%s) failed", study.slug, scope.name)

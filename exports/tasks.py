@@ -4,7 +4,8 @@ import logging
 import queue
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -130,16 +131,39 @@ class BuildMonitor:
 
     def __enter__(self) -> "BuildMonitor":
         if self.threaded:
-            self._thread = threading.Thread(
-                target=self._run, name=f"{self.label.lower()}-{self.release_pk}-heartbeat", daemon=True
-            )
-            self._thread.start()
+            self._start()
         return self
 
     def __exit__(self, *exc_info) -> None:
+        self._stop()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The heartbeat's thread stopped for a moment (while the analysis forks its processes:
+        analysis.parallel.stopped_for_forks), then started again."""
+        running = self._thread is not None
+        self._stop()
+        try:
+            yield
+        finally:
+            if running:
+                self._start()
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name=f"{self.label.lower()}-{self.release_pk}-heartbeat", daemon=True
+        )
+        self._thread.start()
+
+    def _stop(self) -> None:
         if self._thread is not None:
             self._writes.put(None)
             self._thread.join()
+            self._thread = None
 
     def progress(self, percent: int) -> None:
         if not self.threaded:

@@ -67,6 +67,45 @@ def test_a_jobs_exception_is_raised_in_the_parent_and_the_objects_are_unfrozen()
     assert out == ["no such figure", "0"]
 
 
+@pytest.mark.slow  # a fresh interpreter
+def test_a_thread_that_stops_for_forks_is_stopped_while_they_fork_and_goes_on_after():
+    out = _run("""
+        import multiprocessing, os, threading
+        from contextlib import contextmanager
+        from analysis import parallel
+        parallel.cores = lambda: 2
+
+        class Heartbeat:
+            def __init__(self):
+                self.thread, self.stop, self.forked_while_paused = None, threading.Event(), []
+                self.start()
+            def start(self):
+                self.stop.clear()
+                self.thread = threading.Thread(target=self.stop.wait)
+                self.thread.start()
+            @contextmanager
+            def paused(self):
+                self.stop.set()
+                self.thread.join()
+                yield
+                self.forked_while_paused.append(len(multiprocessing.active_children()))
+                self.start()
+
+        beat = Heartbeat()
+        parent = os.getpid()
+        jobs = [os.getpid] * 4
+        print(all(pid != parent for pid in parallel.run_all(jobs)) is False)  # another thread runs: here
+        with parallel.stopped_for_forks(beat):
+            print(all(pid != parent for pid in parallel.run_all(jobs)))  # forked
+            print(beat.forked_while_paused, beat.thread.is_alive())
+        print(parallel.run_all(jobs) == [parent] * 4)  # no longer registered: here again
+        beat.stop.set()
+    """).splitlines()
+
+    # Both processes were forked while the thread was stopped, and it runs again.
+    assert out == ["True", "True", "[2] True", "True"]
+
+
 def test_jobs_run_here_where_a_fork_is_not_safe_or_does_not_pay(monkeypatch):
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     monkeypatch.setattr(parallel, "ProcessPoolExecutor", None)  # a fork would fail loudly
@@ -75,9 +114,10 @@ def test_jobs_run_here_where_a_fork_is_not_safe_or_does_not_pay(monkeypatch):
     def job(number):
         return lambda: (number, threading.get_ident())
 
-    monkeypatch.setattr(threading, "active_count", lambda: 2)  # another thread: no fork
+    other = threading.Thread(target=lambda: None)
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.current_thread(), other])  # another thread
     assert parallel.run_all([job(1), job(2)]) == [(1, here), (2, here)]
-    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.current_thread()])
     assert parallel.run_all([job(1)]) == [(1, here)]  # one job: no fork
     monkeypatch.setattr(parallel, "cores", lambda: 1)
     assert parallel.run_all([job(1), job(2)]) == [(1, here), (2, here)]  # one core: no fork
