@@ -2,12 +2,13 @@
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import transaction
 from django.test import Client
 from django.urls import URLResolver, get_resolver, resolve
 from rest_framework.response import Response
@@ -238,12 +239,21 @@ def _state() -> tuple:
     )
 
 
+@pytest.fixture(scope="module")
+def _api_study_once(django_db_setup, django_db_blocker) -> Iterator[int]:
+    """Study s1 with two pairs, one sampled (for scores), made once for the module (about 500 tests)
+    and rolled back after it; each test runs in a savepoint of its own."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        study = make_study("s1")
+        make_pair(study)
+        CandidatePair.objects.filter(pk=make_pair(study, variation="terminology").pk).update(sampled=True)
+        yield study.pk
+        transaction.set_rollback(True)
+
+
 @pytest.fixture
-def api_study(db):
-    study = make_study("s1")
-    make_pair(study)
-    CandidatePair.objects.filter(pk=make_pair(study, variation="terminology").pk).update(sampled=True)  # for scores
-    return study
+def api_study(_api_study_once, db) -> Study:
+    return Study.objects.get(pk=_api_study_once)
 
 
 @pytest.mark.parametrize("kind", USER_KINDS)

@@ -271,7 +271,7 @@ def test_a_build_keeps_its_heartbeat_while_a_long_query_runs(monkeypatch):
 
     def slow_stream(*args, **kwargs):
         first = _heartbeat_seen_elsewhere(release.pk)
-        time.sleep(0.5)
+        time.sleep(0.25)  # five heartbeat intervals
         beats.append((first, _heartbeat_seen_elsewhere(release.pk)))
         yield from stream(*args, **kwargs)
 
