@@ -5,10 +5,13 @@ import json
 import re
 import shutil
 import zipfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.tasks import default_task_backend
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
@@ -17,7 +20,7 @@ from analysis.live import reader_key
 from analysis.queueing import request_results
 from analysis.services import Scope, results_state
 from analysis.tasks import compute_results_task
-from annotation.models import Annotation, Example, RatingChoice, Role
+from annotation.models import Annotation, Example, RatingChoice, Role, Study
 from consensus.services import void_annotation
 from tests.exports.release_helpers import rated_study
 from tests.factories import make_pair, make_study, make_user, rate_open_reads
@@ -64,29 +67,49 @@ def computed(client, study, callbacks, **query):
     return client.get(_url(study, **query))
 
 
+@pytest.fixture(scope="module")
+def _computed_once(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[tuple[int, Path]]:
+    """A rated study whose results the worker computed, made once for the tests that only read them
+    (in a results folder of their own) and rolled back after the module: (its pk, the folder)."""
+    folder = tmp_path_factory.mktemp("computed") / "results"
+    with override_settings(RESULTS_DIR=folder), django_db_blocker.unblock(), transaction.atomic():
+        study = rated_study("computed")
+        state = request_results(study, Scope())  # queued once the transaction commits: run here instead
+        assert compute_results_task.call(str(study.public_id), "", "", state.version)["status"] == "done"
+        yield study.pk, folder
+        transaction.set_rollback(True)
+
+
+@pytest.fixture
+def computed_study(_computed_once, db, settings, results_dir) -> Study:
+    """That study, its results up to date (each test runs in a savepoint of its own)."""
+    pk, settings.RESULTS_DIR = _computed_once
+    study = Study.objects.get(pk=pk)
+    assert results_state(study, Scope()).is_current
+    return study
+
+
 # --- Who may see it --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["coordinator", "data manager", "superuser"])
-def test_it_lets_coordinators_data_managers_and_superusers_in(client, kind, django_capture_on_commit_callbacks):
-    study = rated_study()
+def test_it_lets_coordinators_data_managers_and_superusers_in(client, kind, computed_study):
+    study = computed_study
     roles = {"coordinator": [Role.COORDINATOR], "data manager": [Role.DATA_MANAGER], "superuser": []}
     client.force_login(make_user(*roles[kind], is_superuser=kind == "superuser"))
 
-    response = computed(client, study, django_capture_on_commit_callbacks)
+    response = client.get(_url(study))
 
     assert response.status_code == 200
+    assert 'id="table-task1_ratings"' in response.content.decode()
     for name in ("task1_ratings", "task1_forest"):
         assert client.get(reverse("results_figure", args=[study.slug, name, "svg"])).status_code == 200
     assert client.get(reverse("results_download", args=[study.slug])).status_code == 200
 
 
 @pytest.mark.parametrize("role", [Role.READER, Role.ADJUDICATOR, None])
-def test_it_refuses_everyone_else(client, role, django_capture_on_commit_callbacks):
-    study = rated_study()
-    staff = make_user(Role.COORDINATOR)
-    client.force_login(staff)
-    computed(client, study, django_capture_on_commit_callbacks)
+def test_it_refuses_everyone_else(client, role, computed_study):
+    study = computed_study
     client.force_login(make_user(role) if role else make_user())
 
     assert client.get(_url(study)).status_code == 403
@@ -186,11 +209,11 @@ def test_once_computed_it_shows_every_table_with_the_documents_numbers(
 
 
 def test_the_page_says_what_the_study_found_first_then_figures_and_collapsed_tables_to_download(
-    client, coordinator, data_manager, django_capture_on_commit_callbacks
+    client, coordinator, data_manager, computed_study
 ):
-    study = rated_study()
+    study = computed_study
     client.force_login(coordinator)
-    html = computed(client, study, django_capture_on_commit_callbacks).content.decode()
+    html = client.get(_url(study)).content.decode()
 
     summary = html.index('id="summary-heading"')
     assert summary < html.index('id="task1-heading"') < html.index('id="agreement-heading"')
@@ -331,12 +354,10 @@ def test_an_unknown_filter_is_refused_with_the_choices(client, coordinator, quer
 # --- Figures, CSP and the download -----------------------------------------------------------------
 
 
-def test_figures_are_image_files_and_the_page_stays_under_the_strict_csp(
-    client, coordinator, django_capture_on_commit_callbacks
-):
-    study = rated_study()
+def test_figures_are_image_files_and_the_page_stays_under_the_strict_csp(client, coordinator, computed_study):
+    study = computed_study
     client.force_login(coordinator)
-    html = computed(client, study, django_capture_on_commit_callbacks).content.decode()
+    html = client.get(_url(study)).content.decode()
 
     sources = re.findall(r'<img src="([^"]+)"', html)
     assert {re.search(r"figures/(\w+)\.svg", s).group(1) for s in sources} == {
@@ -363,12 +384,9 @@ def test_figures_are_image_files_and_the_page_stays_under_the_strict_csp(
     assert not re.search(r"\sstyle=", html) and "<style" not in html, "inline style"
 
 
-def test_the_download_is_the_whole_analysis_without_reader_quality(
-    client, coordinator, django_capture_on_commit_callbacks
-):
-    study = rated_study()
+def test_the_download_is_the_whole_analysis_without_reader_quality(client, coordinator, computed_study):
+    study = computed_study
     client.force_login(coordinator)
-    computed(client, study, django_capture_on_commit_callbacks)
 
     response = client.get(reverse("results_download", args=[study.slug]))
 
@@ -403,12 +421,10 @@ def test_nothing_to_download_before_the_first_computation(client, coordinator):
 # --- Reader quality: coordinators only --------------------------------------------------------------
 
 
-def test_reader_quality_is_shown_to_coordinators_only(
-    client, coordinator, data_manager, django_capture_on_commit_callbacks
-):
-    study = rated_study()
+def test_reader_quality_is_shown_to_coordinators_only(client, coordinator, data_manager, computed_study):
+    study = computed_study
     client.force_login(coordinator)
-    html = computed(client, study, django_capture_on_commit_callbacks).content.decode()
+    html = client.get(_url(study)).content.decode()
     usernames = set(Annotation.objects.filter(example__study=study).values_list("reader__username", flat=True))
     assert "Reader quality" in html
     assert all(f">{name}</a>" in html for name in usernames)
