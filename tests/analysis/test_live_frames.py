@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from django.db import transaction
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
 from analysis.live import reader_key, study_frames
@@ -13,6 +12,7 @@ from annotation.models import Annotation, Example, RatingChoice, Study, Task
 from exports.building import build_release
 from tests.exports.test_build_release import hostile_study
 from tests.factories import make_reading_study, rate_open_reads
+from tests.module_data import rolled_back
 from tests.replay import build_published_replay
 
 pytestmark = pytest.mark.django_db
@@ -21,10 +21,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(scope="module")
 def replay(django_db_setup, django_db_blocker):
     """The published replay, built once for the module and rolled back after it."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with rolled_back(django_db_blocker):
         study, _ = build_published_replay(slug="frames-replay")
         yield study
-        transaction.set_rollback(True)
 
 
 def released_frames(study: Study, folder: Path, *, text: bool = True, **options) -> ReleaseFrames:

@@ -4,7 +4,6 @@ import json
 
 import pytest
 from django.core.management import call_command
-from django.db import transaction
 from django.tasks import default_task_backend
 from rest_framework.test import APIClient
 
@@ -14,6 +13,7 @@ from annotation.models import Role, Study
 from exports.building import build_release
 from tests.exports.test_build_release import hostile_study
 from tests.factories import make_user
+from tests.module_data import rolled_back
 from tests.replay import build_published_replay
 
 pytestmark = pytest.mark.django_db
@@ -21,10 +21,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(scope="module")
 def replay(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock(), transaction.atomic():
+    with rolled_back(django_db_blocker):
         study, _ = build_published_replay(slug="results-replay")
         yield study
-        transaction.set_rollback(True)
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.tasks import default_task_backend
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
@@ -24,6 +24,7 @@ from annotation.models import Annotation, Example, RatingChoice, Role, Study
 from consensus.services import void_annotation
 from tests.exports.release_helpers import rated_study
 from tests.factories import make_pair, make_study, make_user, rate_open_reads
+from tests.module_data import rolled_back
 
 pytestmark = pytest.mark.django_db
 
@@ -72,12 +73,11 @@ def _computed_once(django_db_setup, django_db_blocker, tmp_path_factory) -> Iter
     """A rated study whose results the worker computed, made once for the tests that only read them
     (in a results folder of their own) and rolled back after the module: (its pk, the folder)."""
     folder = tmp_path_factory.mktemp("computed") / "results"
-    with override_settings(RESULTS_DIR=folder), django_db_blocker.unblock(), transaction.atomic():
+    with override_settings(RESULTS_DIR=folder), rolled_back(django_db_blocker):
         study = rated_study("computed")
         state = request_results(study, Scope())  # queued once the transaction commits: run here instead
         assert compute_results_task.call(str(study.public_id), "", "", state.version)["status"] == "done"
         yield study.pk, folder
-        transaction.set_rollback(True)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from urllib.parse import quote
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import transaction
 from django.test import Client
 from django.urls import URLResolver, get_resolver, resolve
 from rest_framework.response import Response
@@ -30,6 +29,7 @@ from annotation.models import (
 from annotation.permissions import DenyAll
 from config.urls import router
 from tests.factories import csv_bytes, csv_row, make_pair, make_study, make_token, make_user
+from tests.module_data import rolled_back
 
 USER_KINDS: dict[str, Callable] = {
     "anonymous": lambda: None,
@@ -243,12 +243,11 @@ def _state() -> tuple:
 def _api_study_once(django_db_setup, django_db_blocker) -> Iterator[int]:
     """Study s1 with two pairs, one sampled (for scores), made once for the module (about 500 tests)
     and rolled back after it; each test runs in a savepoint of its own."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with rolled_back(django_db_blocker):
         study = make_study("s1")
         make_pair(study)
         CandidatePair.objects.filter(pk=make_pair(study, variation="terminology").pk).update(sampled=True)
         yield study.pk
-        transaction.set_rollback(True)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from django.db import transaction
 from rest_framework import serializers as drf
 from rest_framework.renderers import JSONRenderer
 
@@ -12,6 +11,7 @@ from annotation.models import AssignmentStatus, ReportType, Task
 from annotation.reading import api_payload, present
 from annotation.serializers import ReadingItemSerializer, reading_item_data
 from tests.factories import make_pair, make_study
+from tests.module_data import rolled_back
 
 pytestmark = pytest.mark.django_db
 
@@ -36,9 +36,8 @@ def _shape(value) -> dict | None:
 @pytest.fixture(scope="module")
 def payloads(django_db_setup, django_db_blocker) -> Iterator[list[dict]]:
     """Built once for the module and rolled back after it."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with rolled_back(django_db_blocker):
         yield _payloads()
-        transaction.set_rollback(True)
 
 
 def _payloads() -> list[dict]:

@@ -63,6 +63,7 @@ from exports.models import Release, ReleaseStatus
 from judges.models import JudgeRead
 from judges.services import enrol_judge, show_judge_read
 from tests.factories import csv_bytes, csv_row, make_pair, make_reading_study, make_study, make_user, rate
+from tests.module_data import rolled_back
 from tests.writes import statements_writing
 
 pytestmark = pytest.mark.django_db
@@ -129,11 +130,9 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory):
     folder = tmp_path_factory.mktemp("matrix")
     with (
         override_settings(RELEASES_DIR=folder / "releases", RESULTS_DIR=folder / "results"),
-        django_db_blocker.unblock(),
-        transaction.atomic(),
+        rolled_back(django_db_blocker),
     ):
         yield _build_world()
-        transaction.set_rollback(True)
 
 
 def _build_world() -> World:

@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotation.models import (
@@ -24,6 +24,7 @@ from annotation.models import (
 from consensus.blinding import readers_needed
 from consensus.services import void_annotation
 from tests.factories import make_reading_study, make_token, make_user, rate_open_reads
+from tests.module_data import rolled_back
 
 pytestmark = pytest.mark.django_db
 
@@ -94,9 +95,8 @@ def _without_the_exam(study, readers: list) -> list:
 @pytest.fixture(scope="module")
 def _world_once(django_db_setup, django_db_blocker) -> Iterator[dict]:
     """Made once for the module and rolled back after it; each test runs in a savepoint of its own."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with rolled_back(django_db_blocker):
         yield _build_world()
-        transaction.set_rollback(True)
 
 
 @pytest.fixture

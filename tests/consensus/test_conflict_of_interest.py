@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import pytest
 from django.core.management import call_command
-from django.db import transaction
 from django.test import override_settings
 from django.urls import reverse
 
@@ -29,6 +28,7 @@ from consensus.assignment import assign_example
 from consensus.conflicts import PAIR_HIDDEN, ROW_HIDDEN
 from consensus.models import Adjudication, AdjudicationStatus
 from tests.factories import make_reading_study, make_user, rate
+from tests.module_data import rolled_back
 
 pytestmark = pytest.mark.django_db
 
@@ -52,9 +52,8 @@ def world(django_db_setup, django_db_blocker) -> Iterator[dict]:
     Two pairs. `both` (coordinator and reader) has the original report of pair one open; another
     reader rated it; the rest of pair one and all of pair two have ratings, an adjudication and
     unrouted examples to show."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with rolled_back(django_db_blocker):
         yield _build_world()
-        transaction.set_rollback(True)
 
 
 def _build_world() -> dict:

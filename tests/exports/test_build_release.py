@@ -52,6 +52,7 @@ from exports import rows as release_rows
 from exports.building import ReleaseRefused, build_release, zip_release
 from exports.models import Release, ReleaseStatus
 from tests.factories import make_pair, make_reading_study, make_study, make_user, rate, rate_open_reads
+from tests.module_data import rolled_back
 from tests.replay import build_published_replay
 
 pytestmark = pytest.mark.django_db
@@ -112,10 +113,9 @@ def hostile_rationale(tag: str) -> str:
 @pytest.fixture(scope="module")
 def replay(django_db_setup, django_db_blocker):
     """The published replay, built once for the module and rolled back after it."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with rolled_back(django_db_blocker):
         study, plans = build_published_replay(slug="release-replay")
         yield study, plans
-        transaction.set_rollback(True)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import transaction
 from django.tasks import default_task_backend
 from django.test import override_settings
 
@@ -42,6 +41,7 @@ from reading.management.commands.load_demo import (
 )
 from tests.factories import make_reading_study, make_user
 from tests.invariants import exams_given_twice, queue_counter_mismatches
+from tests.module_data import rolled_back
 
 pytestmark = pytest.mark.django_db
 
@@ -67,12 +67,11 @@ def _state() -> tuple:
 @pytest.fixture(scope="module")
 def loaded_once(django_db_setup, django_db_blocker):
     """Load and read the demo once for the module, in a transaction rolled back at its end."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with rolled_back(django_db_blocker):
         started = time.monotonic()
         out = _load("--with-ratings")
         elapsed = time.monotonic() - started
         yield out, elapsed
-        transaction.set_rollback(True)
 
 
 @pytest.fixture
