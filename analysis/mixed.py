@@ -336,13 +336,41 @@ class _Laplace:
         self.big = int(np.argmax(self.sizes))
         self.rest = [k for k in range(len(codes)) if k != self.big]
         self.codes1 = codes[self.big]
-        self.Z1 = _indicator(self.codes1, self.n)
-        Z2 = sparse.hstack([_indicator(codes[k], self.n) for k in self.rest], format="csr") if self.rest else None
-        self.Z2 = Z2 if Z2 is not None else sparse.csr_matrix((self.n, 0))
-        self.u = (np.zeros(self.sizes[self.big]), np.zeros(self.Z2.shape[1]))  # warm start
-        # Small models (a variation's reads) are solved densely: sparse bookkeeping would cost more.
-        q = self.sizes[self.big] + self.Z2.shape[1]
-        self.dense = sparse.hstack([self.Z1, self.Z2]).toarray() if self.n * q * q <= 5_000_000 else None
+        q1 = self.sizes[self.big]
+        # Z2 (the other terms' indicators side by side) as each read's column in each of those terms:
+        # Z2 v is a gather and Z2' r a bincount, without a sparse matrix's bookkeeping on every call
+        # (which was nine tenths of a fit's time on the published shape).
+        offsets = np.cumsum([0] + [self.sizes[k] for k in self.rest])
+        self.q2 = int(offsets[-1])
+        self.columns2 = np.column_stack(
+            [codes[k] + offsets[i] for i, k in enumerate(self.rest)] or [np.zeros((self.n, 0), int)]
+        )
+        self.terms2 = len(self.rest)
+        self.u = (np.zeros(q1), np.zeros(self.q2))  # warm start
+        # Small models (a variation's reads) are solved densely: blocks would cost more.
+        q = q1 + self.q2
+        dense = self.n * q * q <= 100_000
+        self.dense = np.hstack([np.eye(q1)[self.codes1], np.eye(self.q2)[self.columns2].sum(axis=1)]) if dense else None
+        # Otherwise by blocks, with Z2'WZ2 and Z1'WZ2 summed by one bincount each over these cells, and
+        # Z1'WZ2 dense while it is small (a sparse matrix past that).
+        self.cells22 = (self.columns2[:, :, None] * self.q2 + self.columns2[:, None, :]).ravel()
+        self.block12_dense = q1 * self.q2 <= 4_000_000
+        if self.block12_dense:
+            self.cells12 = (self.codes1[:, None] * self.q2 + self.columns2).ravel()
+        else:
+            self.Z1 = _indicator(self.codes1, self.n)
+            rows = np.arange(0, self.n * self.terms2 + 1, self.terms2)
+            self.Z2 = sparse.csr_matrix(
+                (np.ones(self.columns2.size), self.columns2.ravel(), rows), shape=(self.n, self.q2)
+            )
+
+    def _z2(self, v: np.ndarray) -> np.ndarray:
+        """Z2 v."""
+        return v[self.columns2].sum(axis=1)
+
+    def _z2t(self, r: np.ndarray) -> np.ndarray:
+        """Z2' r."""
+        return np.bincount(self.columns2.ravel(), weights=np.repeat(r, self.terms2), minlength=self.q2)
 
     def _lambdas(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         lam2 = np.repeat(theta[self.rest], [self.sizes[k] for k in self.rest]) if self.rest else np.zeros(0)
@@ -361,14 +389,19 @@ class _Laplace:
                 return x[:q1], x[q1:]
 
             return solve_dense, 2 * float(np.log(np.diag(factor[0])).sum())
-        d = lam1**2 * np.bincount(self.codes1, weights=w, minlength=self.sizes[self.big]) + 1.0
-        q2 = len(lam2)
+        q1, q2 = self.sizes[self.big], self.q2
+        d = lam1**2 * np.bincount(self.codes1, weights=w, minlength=q1) + 1.0
         if not q2:
             return (lambda b1, b2: (b1 / d, b2)), float(np.log(d).sum())
-        WZ2 = sparse.diags(w) @ self.Z2
-        B = (self.Z1.T @ WZ2).tocsr() @ sparse.diags(lam2) * lam1
-        S = lam2[:, None] * (self.Z2.T @ WZ2).toarray() * lam2[None, :] + np.eye(q2)
-        S -= (B.T @ sparse.diags(1.0 / d) @ B).toarray()
+        z2wz2 = np.bincount(self.cells22, weights=np.repeat(w, self.terms2**2), minlength=q2 * q2).reshape(q2, q2)
+        S = lam2[:, None] * z2wz2 * lam2[None, :] + np.eye(q2)
+        if self.block12_dense:
+            z1wz2 = np.bincount(self.cells12, weights=np.repeat(w, self.terms2), minlength=q1 * q2).reshape(q1, q2)
+            B = lam1 * z1wz2 * lam2[None, :]
+            S -= (B / d[:, None]).T @ B
+        else:
+            B = (self.Z1.T @ (sparse.diags(w) @ self.Z2)).tocsr() @ sparse.diags(lam2) * lam1
+            S -= (B.T @ sparse.diags(1.0 / d) @ B).toarray()
         factor = linalg.cho_factor(S, lower=True)
 
         def solve(b1: np.ndarray, b2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -379,7 +412,7 @@ class _Laplace:
         return solve, float(np.log(d).sum()) + 2 * float(np.log(np.diag(factor[0])).sum())
 
     def _eta(self, offset, lam1, lam2, u1, u2):
-        return offset + lam1 * u1[self.codes1] + self.Z2 @ (lam2 * u2)
+        return offset + lam1 * u1[self.codes1] + self._z2(lam2 * u2)
 
     def _penalized(self, eta, u1, u2) -> float:
         # Bernoulli deviance residuals, stably: 2 log(1 + e^-eta) for y = 1, 2 log(1 + e^eta) for y = 0.
@@ -399,7 +432,7 @@ class _Laplace:
             solve, _ = self._system(lam1, lam2, w)
             r = self.y - mu
             step1, step2 = solve(lam1 * np.bincount(self.codes1, weights=r, minlength=len(u1)) - u1,
-                                 lam2 * (self.Z2.T @ r) - u2)  # fmt: skip
+                                 lam2 * self._z2t(r) - u2)  # fmt: skip
             fraction = 1.0
             while True:
                 n1, n2 = u1 + fraction * step1, u2 + fraction * step2
@@ -461,7 +494,7 @@ def fit_glmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) -
     start_beta = _logistic_start(y, X)
     best = None
     for start_theta in (np.ones(k), np.full(k, 0.1)):
-        laplace.u = (np.zeros(laplace.sizes[laplace.big]), np.zeros(laplace.Z2.shape[1]))
+        laplace.u = (np.zeros(laplace.sizes[laplace.big]), np.zeros(laplace.q2))
         result = optimize.minimize(
             laplace.deviance, np.concatenate([start_theta, start_beta]), method="L-BFGS-B",
             bounds=[(0, None)] * k + [(None, None)] * p, options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 5000},
