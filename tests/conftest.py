@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import threadpoolctl
 from django.conf import settings
 from django.db import connection, connections
 from pytest_django.plugin import blocking_manager_key
@@ -107,9 +108,17 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The xdist controller names the run, so that it can find the run's template afterwards."""
+    """The xdist controller names the run, so that it can find the run's template afterwards.
+
+    An xdist worker is one of a process per core, so it uses one BLAS thread (numpy's and scipy's
+    OpenBLAS read these variables when they load, before any test here imports them; threadpoolctl
+    limits one loaded already): their threads on top of the workers only waited on each other, which
+    doubled the CPU of the mixed models' fits. tests/analysis/test_parallel.py sets its own."""
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         config.option.testrunuid = config.option.testrunuid or uuid.uuid4().hex
+    if hasattr(config, "workerinput"):
+        os.environ.update(dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"))
+        threadpoolctl.threadpool_limits(1)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
