@@ -323,6 +323,13 @@ class LogisticFit:
         return estimate, se, estimate - z * se, estimate + z * se, p
 
 
+# A logistic model's system is solved as one dense matrix up to this many cells of reads x levels^2
+# (a variation's reads; beyond that the blocks cost less), and by blocks with Z1'WZ2 dense up to this
+# many cells of Z1'WZ2 (exams x other levels), as a sparse matrix past that.
+DENSE_MODEL_CELLS = 100_000
+DENSE_BLOCK_CELLS = 4_000_000
+
+
 class _Laplace:
     """Laplace's approximation to a logistic model's deviance at (theta, beta), as glmer computes it:
     the conditional modes u by penalized iteratively reweighted least squares, then
@@ -349,12 +356,12 @@ class _Laplace:
         self.u = (np.zeros(q1), np.zeros(self.q2))  # warm start
         # Small models (a variation's reads) are solved densely: blocks would cost more.
         q = q1 + self.q2
-        dense = self.n * q * q <= 100_000
+        dense = self.n * q * q <= DENSE_MODEL_CELLS
         self.dense = np.hstack([np.eye(q1)[self.codes1], np.eye(self.q2)[self.columns2].sum(axis=1)]) if dense else None
         # Otherwise by blocks, with Z2'WZ2 and Z1'WZ2 summed by one bincount each over these cells, and
         # Z1'WZ2 dense while it is small (a sparse matrix past that).
         self.cells22 = (self.columns2[:, :, None] * self.q2 + self.columns2[:, None, :]).ravel()
-        self.block12_dense = q1 * self.q2 <= 4_000_000
+        self.block12_dense = q1 * self.q2 <= DENSE_BLOCK_CELLS
         if self.block12_dense:
             self.cells12 = (self.codes1[:, None] * self.q2 + self.columns2).ravel()
         else:

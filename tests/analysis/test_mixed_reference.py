@@ -133,12 +133,34 @@ def test_the_logistic_fit_equals_glmers(name, fit):
         assert ours.deviance <= expected["deviance"] + 1e-6
         assert max(ours.variances.values()) > 100
         return
+    _assert_equals_glmers(ours, expected)
+
+
+def _assert_equals_glmers(ours: mixed.LogisticFit, expected: dict) -> None:
     assert ours.deviance == pytest.approx(expected["deviance"], abs=1e-5)
     assert ours.beta == pytest.approx(expected["beta"], rel=1e-5, abs=1e-5)
     assert ours.se == pytest.approx(expected["se"], rel=1e-4)
     for term, variance in expected["variances"].items():
         assert ours.variances[term] == pytest.approx(variance, rel=1e-4, abs=1e-5), term
     assert ours.wald("alternative")[4] == pytest.approx(expected["p"], rel=1e-3, abs=1e-6)
+
+
+@pytest.mark.parametrize("solved", ["densely", "by blocks", "by sparse blocks"])
+def test_each_way_of_solving_the_laplace_system_gives_glmers_fit(monkeypatch, solved):
+    # The model's size chooses the way (analysis.mixed.DENSE_*): each is held to glmer on the same reads.
+    monkeypatch.setattr(mixed, "DENSE_MODEL_CELLS", 10**12 if solved == "densely" else 0)
+    monkeypatch.setattr(mixed, "DENSE_BLOCK_CELLS", 0 if solved == "by sparse blocks" else 10**12)
+    data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
+    expected = json.loads((REFERENCE / "small.json").read_text())["logistic"]["overall"]
+    _, X, terms = _design(data, "overall")
+
+    laplace = mixed._Laplace(np.zeros(len(X)), X, terms)
+    assert (laplace.dense is not None, getattr(laplace, "block12_dense", None)) == {
+        "densely": (True, True),
+        "by blocks": (False, True),
+        "by sparse blocks": (False, False),
+    }[solved]
+    _assert_equals_glmers(_fit_logistic(data, "overall"), expected)
 
 
 def test_a_logistic_model_of_reads_all_alike_says_why():
