@@ -324,10 +324,10 @@ class LogisticFit:
 
 
 # A logistic model's system is solved as one dense matrix up to this many cells of reads x levels^2
-# (a variation's reads; beyond that the blocks cost less), and by blocks with Z1'WZ2 dense up to this
-# many cells of Z1'WZ2 (exams x other levels), as a sparse matrix past that.
+# (a variation's reads: beyond that, by blocks costs less), and by blocks through the pairs of
+# nonzeros that share a row of Z1'WZ2 while there are at most this many (a sparse product past that).
 DENSE_MODEL_CELLS = 100_000
-DENSE_BLOCK_CELLS = 4_000_000
+BLOCK_PAIRS = 20_000_000
 
 
 class _Laplace:
@@ -358,12 +358,21 @@ class _Laplace:
         q = q1 + self.q2
         dense = self.n * q * q <= DENSE_MODEL_CELLS
         self.dense = np.hstack([np.eye(q1)[self.codes1], np.eye(self.q2)[self.columns2].sum(axis=1)]) if dense else None
-        # Otherwise by blocks, with Z2'WZ2 and Z1'WZ2 summed by one bincount each over these cells, and
-        # Z1'WZ2 dense while it is small (a sparse matrix past that).
+        # Otherwise by blocks (see _system): Z2'WZ2 is summed by one bincount over these cells.
         self.cells22 = (self.columns2[:, :, None] * self.q2 + self.columns2[:, None, :]).ravel()
-        self.block12_dense = q1 * self.q2 <= DENSE_BLOCK_CELLS
-        if self.block12_dense:
-            self.cells12 = (self.codes1[:, None] * self.q2 + self.columns2).ravel()
+        # Z1'WZ2's nonzeros (a block-1 level, a column of Z2: row-major), and each read-term's among them.
+        nonzeros, self.entry12 = np.unique(self.codes1[:, None] * self.q2 + self.columns2, return_inverse=True)
+        self.entry12 = self.entry12.ravel()
+        self.rows12, self.cols12 = nonzeros // self.q2, nonzeros % self.q2
+        # Every ordered pair of nonzeros in one row (B'D^-1 B sums over them), while there are few enough.
+        per_row = np.bincount(self.rows12, minlength=q1)[self.rows12]  # the row's count, for each nonzero
+        self.pairs = int(per_row.sum()) <= BLOCK_PAIRS
+        if self.pairs:
+            self.left = np.repeat(np.arange(len(nonzeros)), per_row)
+            first = np.searchsorted(self.rows12, self.rows12)  # the row's first nonzero, for each nonzero
+            within = np.arange(len(self.left)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+            self.right = np.repeat(first, per_row) + within
+            self.cells_pairs = self.cols12[self.left] * self.q2 + self.cols12[self.right]
         else:
             self.Z1 = _indicator(self.codes1, self.n)
             rows = np.arange(0, self.n * self.terms2 + 1, self.terms2)
@@ -402,19 +411,27 @@ class _Laplace:
             return (lambda b1, b2: (b1 / d, b2)), float(np.log(d).sum())
         z2wz2 = np.bincount(self.cells22, weights=np.repeat(w, self.terms2**2), minlength=q2 * q2).reshape(q2, q2)
         S = lam2[:, None] * z2wz2 * lam2[None, :] + np.eye(q2)
-        if self.block12_dense:
-            z1wz2 = np.bincount(self.cells12, weights=np.repeat(w, self.terms2), minlength=q1 * q2).reshape(q1, q2)
-            B = lam1 * z1wz2 * lam2[None, :]
-            S -= (B / d[:, None]).T @ B
+        if self.pairs:
+            # B = lam1 Z1'WZ2 Lambda2 by its nonzeros; B'D^-1 B, B't and Bx as sums over them.
+            b = lam1 * lam2[self.cols12] * np.bincount(self.entry12, weights=np.repeat(w, self.terms2))
+            weights = b[self.left] * b[self.right] / d[self.rows12[self.left]]
+            S -= np.bincount(self.cells_pairs, weights=weights, minlength=q2 * q2).reshape(q2, q2)
+
+            def bt(t: np.ndarray) -> np.ndarray:
+                return np.bincount(self.cols12, weights=b * t[self.rows12], minlength=q2)
+
+            def bx(x: np.ndarray) -> np.ndarray:
+                return np.bincount(self.rows12, weights=b * x[self.cols12], minlength=q1)
         else:
             B = (self.Z1.T @ (sparse.diags(w) @ self.Z2)).tocsr() @ sparse.diags(lam2) * lam1
             S -= (B.T @ sparse.diags(1.0 / d) @ B).toarray()
+            bt, bx = B.T.__matmul__, B.__matmul__
         factor = linalg.cho_factor(S, lower=True)
 
         def solve(b1: np.ndarray, b2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             t = b1 / d
-            x2 = linalg.cho_solve(factor, b2 - B.T @ t)
-            return t - (B @ x2) / d, x2
+            x2 = linalg.cho_solve(factor, b2 - bt(t))
+            return t - bx(x2) / d, x2
 
         return solve, float(np.log(d).sum()) + 2 * float(np.log(np.diag(factor[0])).sum())
 

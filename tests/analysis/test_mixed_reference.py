@@ -147,15 +147,15 @@ def _assert_equals_glmers(ours: mixed.LogisticFit, expected: dict) -> None:
 
 @pytest.mark.parametrize("solved", ["densely", "by blocks", "by sparse blocks"])
 def test_each_way_of_solving_the_laplace_system_gives_glmers_fit(monkeypatch, solved):
-    # The model's size chooses the way (analysis.mixed.DENSE_*): each is held to glmer on the same reads.
+    # The model's size chooses the way (DENSE_MODEL_CELLS, BLOCK_PAIRS): each is held to glmer on the same reads.
     monkeypatch.setattr(mixed, "DENSE_MODEL_CELLS", 10**12 if solved == "densely" else 0)
-    monkeypatch.setattr(mixed, "DENSE_BLOCK_CELLS", 0 if solved == "by sparse blocks" else 10**12)
+    monkeypatch.setattr(mixed, "BLOCK_PAIRS", 0 if solved == "by sparse blocks" else 10**12)
     data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
     expected = json.loads((REFERENCE / "small.json").read_text())["logistic"]["overall"]
     _, X, terms = _design(data, "overall")
 
     laplace = mixed._Laplace(np.zeros(len(X)), X, terms)
-    assert (laplace.dense is not None, getattr(laplace, "block12_dense", None)) == {
+    assert (laplace.dense is not None, laplace.pairs) == {
         "densely": (True, True),
         "by blocks": (False, True),
         "by sparse blocks": (False, False),
