@@ -12,7 +12,9 @@ Jobs run in this process instead where forking does not pay or is not safe: a si
 core, a platform without fork, a process with another thread (which a fork could copy in the middle
 of holding a lock), and inside a forked child itself. A thread that can stop while the processes are
 forked and go on after (the worker's heartbeat: exports.tasks.BuildMonitor) does not prevent it: see
-stopped_for_forks.
+stopped_for_forks. Nor does PostgreSQL's connection pool (psycopg's, with a scheduler and worker
+threads of its own): it is closed before forking, unless a connection is in a transaction, and the
+next query opens it again.
 """
 
 import gc
@@ -75,21 +77,49 @@ def can_fork() -> bool:
     )
 
 
+def close_database_pools() -> None:
+    """Close this process's PostgreSQL connection pools, whose threads would keep run_all from forking,
+    unless one of this thread's connections is in a transaction (closing it would end the transaction).
+    The next query opens a pool again. Nothing to close on SQLite, or where no query ran."""
+    from django.db import connections
+
+    pooled = [c for c in connections.all() if c.alias in getattr(c, "_connection_pools", {})]
+    if any(c.in_atomic_block for c in pooled):
+        return
+    for wrapper in pooled:
+        wrapper.close()  # this thread's connection back to its pool, which then closes it
+        wrapper.close_pool()
+
+
 def run_all[T](jobs: list[Callable[[], T]]) -> list[T]:
     """Each job's result, in the jobs' order: run in forked processes (one per core, each taking the
     next job as it finishes one) where that pays, here otherwise. A job's exception is raised here."""
-    global _jobs
     workers = min(len(jobs), cores())
-    if workers < 2 or not can_fork():
+    if workers < 2 or _in_child or "fork" not in multiprocessing.get_all_start_methods():
         return [job() for job in jobs]
+    done = _forked(jobs, workers)
+    return done if done is not None else [job() for job in jobs]
+
+
+def _forked[T](jobs: list[Callable[[], T]], workers: int) -> list[T] | None:
+    """The jobs' results from `workers` forked processes; None, having run nothing, where a thread
+    other than those that stop for forks runs here."""
+    global _jobs
     _jobs = list(jobs)
     gc.freeze()
     try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_child) as pool:
+        with ExitStack() as forked:
             with ExitStack() as paused:
                 for owner in _pausable:
                     paused.enter_context(owner.paused())
+                # With the owners' threads stopped nobody else queries, so no pool opens before the fork.
+                close_database_pools()
+                if not can_fork():
+                    return None
+                context = multiprocessing.get_context("fork")
+                pool = forked.enter_context(
+                    ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_child)
+                )
                 # With fork, the pool starts all its processes at its first job, before the thread of its
                 # own that it then starts (forking beside a thread is what it avoids, too).
                 futures = [pool.submit(_run, 0)]

@@ -1,12 +1,16 @@
 """The worker's results computation may fork its figures' and fits' processes although its heartbeat
 runs in a thread of its own: the thread is stopped while they are forked (analysis.parallel), then
-beats again. analysis/test_parallel.py holds run_all to forking only while such threads are stopped."""
+beats again. On PostgreSQL, whose connection pool runs threads of its own too, the pool is closed
+for the fork and opens again at the next query. analysis/test_parallel.py holds run_all to forking
+only while such threads are stopped."""
 
+import os
 import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.tasks import default_task_backend
 
 from analysis import parallel
@@ -14,8 +18,10 @@ from analysis import tasks as analysis_tasks
 from analysis.models import ResultsComputation
 from analysis.queueing import request_results
 from analysis.services import Scope
+from annotation.models import Study
 from exports import tasks as export_tasks
 from tests.exports.release_helpers import rated_study
+from tests.factories import make_study
 
 
 def _heartbeats() -> list[threading.Thread]:
@@ -26,6 +32,7 @@ def _heartbeats() -> list[threading.Thread]:
 def test_the_worker_stops_its_heartbeat_for_the_forks_and_it_beats_again_after(monkeypatch, settings, tmp_path):
     settings.RESULTS_DIR = tmp_path
     monkeypatch.setattr(export_tasks, "HEARTBEAT_INTERVAL", timedelta(seconds=0.05))
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
     study = rated_study()
     default_task_backend.clear()
     state = request_results(study, Scope())
@@ -39,11 +46,24 @@ def test_the_worker_stops_its_heartbeat_for_the_forks_and_it_beats_again_after(m
             beat = ResultsComputation.objects.get().heartbeat_at
         time.sleep(0.3)
         seen["again"] = monitor.thread.is_alive() and ResultsComputation.objects.get().heartbeat_at > beat
+        seen["forked"] = os.getpid() not in parallel.run_all([os.getpid, os.getpid])
+        seen["queries after"] = ResultsComputation.objects.exists()
         return f"results/{state.version}"
 
     monkeypatch.setattr(analysis_tasks, "compute_results", compute)
     done = analysis_tasks.compute_results_task.call(str(study.public_id), "", "", state.version)
 
     assert done["status"] == "done"
-    assert seen == {"running": True, "stopped": True, "again": True}
+    assert seen == {"running": True, "stopped": True, "again": True, "forked": True, "queries after": True}
     assert parallel._pausable == [] and _heartbeats() == []
+
+
+@pytest.mark.django_db
+def test_a_connection_in_a_transaction_keeps_its_pool_and_the_jobs_run_here(monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: set DATABASE_URL to run it (SQLite has no pool)")
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    study = make_study()  # written in the test's transaction
+
+    assert parallel.run_all([os.getpid, os.getpid]) == [os.getpid(), os.getpid()]
+    assert Study.objects.filter(pk=study.pk).exists()  # the same transaction goes on
