@@ -3,7 +3,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from tqdm import tqdm
 
 from analysis.management.exit import ExitWhenDone
 from analysis.metric_import import parse_metric_scores
@@ -13,6 +12,7 @@ from analysis.report import write_analysis
 from analysis.results import AnalysisInputError, Margins, analyze
 from analysis.sensitivity_report import attach, release_sensitivity
 from annotation.importing import ImportRejected
+from annotation.progress import progress_bar
 
 
 class Command(ExitWhenDone, BaseCommand):
@@ -90,10 +90,7 @@ class Command(ExitWhenDone, BaseCommand):
         sensitivity = None
         if metrics_on:
             cache = MetricCache(options["metric_cache"] or Path(settings.RESULTS_DIR) / "metric-cache.sqlite3")
-            # No monitor thread: the figures are drawn in forked processes, which a process with
-            # another thread does not fork (analysis.figure_layout.render_many).
-            tqdm.monitor_interval = 0
-            with tqdm(total=0, unit="pairs", desc="Scoring metrics", disable=None) as bar:
+            with progress_bar(total=0, unit="pairs", desc="Scoring metrics", disable=None) as bar:
 
                 def progress(done: int, total: int) -> None:
                     bar.total = total

@@ -2,10 +2,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from tqdm import tqdm
 
 from annotation.importing import ImportRejected
 from annotation.models import Study
+from annotation.progress import progress_bar
 from annotation.services import import_pairs
 
 
@@ -38,7 +38,7 @@ class Command(BaseCommand):
             if options["no_progress"]:
                 return
             if bar is None:
-                bar = tqdm(total=total, unit="pairs", desc="Importing", file=self.stderr._out)
+                bar = progress_bar(total=total, unit="pairs", desc="Importing", file=self.stderr._out)
             bar.update(done - bar.n)
 
         try:

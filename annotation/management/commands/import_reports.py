@@ -1,10 +1,10 @@
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from tqdm import tqdm
 
 from annotation.importing import ImportRejected
 from annotation.models import Dataset
+from annotation.progress import progress_bar
 from annotation.reports import READERS
 from annotation.services import import_reports
 
@@ -34,7 +34,7 @@ class Command(BaseCommand):
             if options["no_progress"]:
                 return
             if bar is None:
-                bar = tqdm(total=total or None, unit="reports", desc="Reading", file=self.stderr._out)
+                bar = progress_bar(total=total or None, unit="reports", desc="Reading", file=self.stderr._out)
             bar.update(done - bar.n)
 
         try:

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from tqdm import tqdm
 
 from annotation.models import Study, Task
+from annotation.progress import progress_bar
 from consensus.assignment import QueueRefused, assign_readers
 
 
@@ -30,7 +30,7 @@ class Command(BaseCommand):
             if options["no_progress"]:
                 return
             if bar is None:
-                bar = tqdm(total=total, unit="examples", desc="Assigning", file=self.stderr._out)
+                bar = progress_bar(total=total, unit="examples", desc="Assigning", file=self.stderr._out)
             bar.update(done - bar.n)
 
         try:

@@ -1,9 +1,9 @@
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from tqdm import tqdm
 
 from annotation.models import Study, Task
+from annotation.progress import progress_bar
 from exports.building import ReleaseRefused, ReleaseSummary
 from exports.models import ReleaseStatus
 from exports.services import request_release
@@ -81,7 +81,7 @@ class Command(BaseCommand):
             if options["no_progress"]:
                 return
             if bar is None:
-                bar = tqdm(total=total, unit="rows", desc="Building", file=self.stderr._out)
+                bar = progress_bar(total=total, unit="rows", desc="Building", file=self.stderr._out)
             bar.update(done - bar.n)
 
         try:
