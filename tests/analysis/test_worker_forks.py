@@ -33,6 +33,11 @@ def test_the_worker_stops_its_heartbeat_for_the_forks_and_it_beats_again_after(m
     settings.RESULTS_DIR = tmp_path
     monkeypatch.setattr(export_tasks, "HEARTBEAT_INTERVAL", timedelta(seconds=0.05))
     monkeypatch.setattr(parallel, "cores", lambda: 2)
+    # As in a worker's own process: other tests' threads (a live server's, for the whole session) hidden.
+    # Closed first, the database pool (on PostgreSQL) opens again within the test, not among them.
+    parallel.close_database_pools()
+    others, listed = set(threading.enumerate()) - {threading.current_thread()}, threading.enumerate
+    monkeypatch.setattr(threading, "enumerate", lambda: [t for t in listed() if t not in others])
     study = rated_study()
     default_task_backend.clear()
     state = request_results(study, Scope())
