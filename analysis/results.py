@@ -323,7 +323,7 @@ def _judges(frames: ReleaseFrames, tasks: list[str], seed: int) -> dict[str, pd.
 def _variations(frames: ReleaseFrames, taxonomy: tuple[tuple[str, str, str], ...]) -> list[dict]:
     """The variations of these frames, in the taxonomy's order, each with its label and dimension; a
     variation the taxonomy does not name comes after them, under its key, in no dimension."""
-    present = set(frames.task1_consensus["reref_variation"]) | set(frames.task2_consensus["reref_variation"])
+    present = {*frames.task1_consensus["reref_variation"].unique(), *frames.task2_consensus["reref_variation"].unique()}
     known = [
         {"key": key, "label": label, "dimension": dimension} for key, label, dimension in taxonomy if key in present
     ]
@@ -359,7 +359,7 @@ def in_taxonomy_order(table: pd.DataFrame, variations: list[dict]) -> pd.DataFra
 
 
 def _datasets(frames: ReleaseFrames) -> set[str]:
-    return set(frames.task1_consensus["dataset"]) | set(frames.task2_consensus["dataset"])
+    return {*frames.task1_consensus["dataset"].unique(), *frames.task2_consensus["dataset"].unique()}
 
 
 def _scores(ratings: pd.Series, task: str, where: str) -> np.ndarray:
@@ -399,7 +399,7 @@ def _in(frame: pd.DataFrame, key: list[str], within: pd.DataFrame) -> np.ndarray
 
 def _dimensioned(frame: pd.DataFrame, dimensions: dict[str, str]) -> pd.DataFrame:
     """The frame with each row's taxonomy dimension ("" for a variation the taxonomy does not name)."""
-    return frame.assign(dimension=[dimensions.get(variation, "") for variation in frame["reref_variation"]])
+    return frame.assign(dimension=frame["reref_variation"].map(dimensions).astype(str).fillna(""))
 
 
 def _groups(frame: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
@@ -860,7 +860,9 @@ def _unit_groups(units: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
     """overall, each dimension, each variation: a mask over the units."""
     groups = [("overall", "all", np.ones(len(units), dtype=bool))]
     for level, column in (("dimension", "dimension"), ("variation", "reref_variation")):
-        groups += [(level, str(g), (units[column] == g).to_numpy()) for g in sorted(set(units[column])) if g != ""]
+        codes, values = pd.factorize(units[column])
+        order = sorted(range(len(values)), key=lambda index: values[index])
+        groups += [(level, str(values[index]), codes == index) for index in order if values[index] != ""]
     return groups
 
 
