@@ -10,8 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import cbook
+from matplotlib.collections import LineCollection, PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from analysis import figure_cache, metrics
 from analysis.figure_layout import (
@@ -80,6 +83,31 @@ def render_all(sensitivity: Sensitivity, outdir: str | Path, variations: dict | 
     return written
 
 
+BOX_HEIGHT = 0.32
+BOX_ZORDER = 2  # as matplotlib's boxplot: lines' zorder, medians a tenth above (over the points)
+
+
+def box_plots(axes, boxes: list[tuple[float, np.ndarray]], colour: str) -> None:
+    """Horizontal box plots at the given heights, as matplotlib's `boxplot` draws them (its statistics:
+    quartiles, median, whiskers to the furthest value within 1.5 IQR; white boxes, caps half the box's
+    height, no fliers), but as three collections for all of them rather than six artists for each
+    (the demo's five sensitivity figures took a fifth less CPU to draw and save)."""
+    stats = cbook.boxplot_stats([values for _, values in boxes])
+    half, cap = BOX_HEIGHT / 2, BOX_HEIGHT / 4
+    ys = [y for y, _ in boxes]
+    axes.add_collection(PatchCollection(
+        [Rectangle((s["q1"], y - half), s["q3"] - s["q1"], BOX_HEIGHT) for y, s in zip(ys, stats, strict=True)],
+        facecolor="white", edgecolor=colour, linewidth=0.7, zorder=BOX_ZORDER,
+    ))  # fmt: skip
+    whiskers = []
+    for y, s in zip(ys, stats, strict=True):
+        whiskers += [[(s["q1"], y), (s["whislo"], y)], [(s["q3"], y), (s["whishi"], y)]]
+        whiskers += [[(s["whislo"], y - cap), (s["whislo"], y + cap)], [(s["whishi"], y - cap), (s["whishi"], y + cap)]]
+    axes.add_collection(LineCollection(whiskers, colors=colour, linewidths=0.7, zorder=BOX_ZORDER))
+    medians = [[(s["med"], y - half), (s["med"], y + half)] for y, s in zip(ys, stats, strict=True)]
+    axes.add_collection(LineCollection(medians, colors=colour, linewidths=1.2, zorder=BOX_ZORDER + 0.1))
+
+
 def _draw(sensitivity: Sensitivity, entry: dict, variations: dict) -> Figure:
     scores = sensitivity.scores
     scores = scores[(scores["metric"] == entry["metric"]) & (scores["direction"] == entry["direction"])]
@@ -91,6 +119,8 @@ def _draw(sensitivity: Sensitivity, entry: dict, variations: dict) -> Figure:
     rng = np.random.default_rng(SEED)
     ys = positions(rows)
     right_y, right_text = [], []
+    boxes = {kind: [] for kind in COLOURS}  # kind -> [(y, values)]
+    points = {kind: ([], []) for kind in COLOURS}  # kind -> (xs, ys)
     for position, row in zip(ys, rows, strict=True):
         if row.group is None:
             continue
@@ -105,15 +135,15 @@ def _draw(sensitivity: Sensitivity, entry: dict, variations: dict) -> Figure:
             right_text.append(f"{len(values)}")
             if len(values) == 0:
                 continue
-            axes.boxplot([values], positions=[position + offset], widths=0.32, orientation="horizontal",
-                         showfliers=False, patch_artist=True,
-                         boxprops={"facecolor": "white", "edgecolor": COLOURS[kind], "linewidth": 0.7},
-                         medianprops={"color": COLOURS[kind], "linewidth": 1.2},
-                         whiskerprops={"color": COLOURS[kind], "linewidth": 0.7},
-                         capprops={"color": COLOURS[kind], "linewidth": 0.7})  # fmt: skip
+            boxes[kind].append((position + offset, values))
             shown = values if len(values) <= MAX_POINTS else rng.choice(values, MAX_POINTS, replace=False)
-            jitter = rng.uniform(-0.1, 0.1, len(shown))
-            axes.plot(shown, position + offset + jitter, "o", color=COLOURS[kind], alpha=0.45, markersize=1.5)
+            points[kind][0].append(shown)
+            points[kind][1].append(position + offset + rng.uniform(-0.1, 0.1, len(shown)))
+    for kind, colour in COLOURS.items():
+        if boxes[kind]:
+            box_plots(axes, boxes[kind], colour)
+            point_xs, point_ys = (np.concatenate(part) for part in points[kind])
+            axes.plot(point_xs, point_ys, "o", color=colour, alpha=0.45, markersize=1.5, zorder=BOX_ZORDER)
     perfect = entry.get("perfect")
     if perfect is not None:
         axes.axvline(perfect, color="grey", linestyle="--", linewidth=0.6)

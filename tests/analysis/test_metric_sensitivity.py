@@ -223,3 +223,35 @@ def test_analyze_release_refuses_a_bad_score_file_naming_line_and_field_and_writ
     with pytest.raises(CommandError, match=message.replace("(", r"\(").replace("'", "'")):
         call_command("analyze_release", str(release), "--out", str(out), "--metric-scores", str(csv))
     assert not out.exists()
+
+
+def test_the_box_plots_are_matplotlibs_boxplot_drawn_as_collections():
+    """A sensitivity figure's boxes (analysis.sensitivity_figures.box_plots) have the quartiles,
+    median, whiskers (to the furthest value within 1.5 IQR) and caps of matplotlib's own boxplot of
+    the same values, drawn at the same heights and widths; outliers stretch no whisker."""
+    from matplotlib.figure import Figure
+
+    from analysis.sensitivity_figures import BOX_HEIGHT, box_plots
+
+    rng = np.random.default_rng(3)
+    values = [np.array([0.4]), np.array([0.2, 0.9]), rng.normal(50, 10, 40), np.r_[rng.uniform(0, 1, 20), 9.0, -7.0]]
+    heights = [3.2, 2.8, 1.2, 0.8]
+    axes = Figure().add_subplot()
+    box_plots(axes, list(zip(heights, values, strict=True)), "#0072B2")
+    options = {"widths": BOX_HEIGHT, "orientation": "horizontal", "showfliers": False, "patch_artist": True}
+    reference = Figure().add_subplot().boxplot(values, positions=heights, **options)
+    boxes, whiskers_and_caps, medians = axes.collections
+
+    def extent(vertices):
+        return np.r_[vertices.min(axis=0), vertices.max(axis=0)]
+
+    for path, box in zip(boxes.get_paths(), reference["boxes"], strict=True):
+        np.testing.assert_allclose(extent(path.vertices), extent(box.get_path().vertices), atol=1e-12)
+    expected = []
+    for index in range(len(values)):
+        expected += [reference["whiskers"][2 * index], reference["whiskers"][2 * index + 1]]
+        expected += [reference["caps"][2 * index], reference["caps"][2 * index + 1]]
+    for segment, line in zip(whiskers_and_caps.get_segments(), expected, strict=True):
+        np.testing.assert_allclose(segment, line.get_xydata(), atol=1e-12)
+    for segment, line in zip(medians.get_segments(), reference["medians"], strict=True):
+        np.testing.assert_allclose(segment, line.get_xydata(), atol=1e-12)
