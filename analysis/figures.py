@@ -259,7 +259,10 @@ def _agreement(results: Results) -> Figure:
     rows = lines(table, variation_labels(results.document))
     ys = positions(rows)
     figure = new_figure(DOUBLE_COLUMN, len(tasks) * height(len(rows), 0.55) + 0.3)
-    grid = figure.subplots(len(tasks), len(measures), sharey=True, squeeze=False)
+    # The panels of a task show the same rows, but do not share the y axis: each panel would then have
+    # the first's ticks (a tick mark, two labels and a grid line per row, hidden but laid out and
+    # drawn in every format), a fifth of this figure's time. The first panel names the rows.
+    grid = figure.subplots(len(tasks), len(measures), squeeze=False)
     ranged = False
     for task, panels in zip(tasks, grid, strict=True):
         part = table[table["task"] == task]
@@ -289,12 +292,15 @@ def _agreement(results: Results) -> Figure:
             if column == 0:
                 row_labels(axes, rows, ys)
             else:
-                axes.tick_params(axis="y", which="both", labelleft=False)
+                axes.set_yticks([])
+                axes.set_ylim(panels[0].get_ylim())  # the rows, as row_labels set them
         counts = part[part["measure"] == measures[0][0]].set_index(["level", "group"])["n_examples"]
         texts = [
             "" if line.group is None else str(int(counts.get((line.level, line.group), 0))) for line in rows
         ]  # fmt: skip
         right_labels(panels[-1], ys, texts, header="n")
+        for axes in panels[:-1]:  # the rows' limits, with the header's row that right_labels added
+            axes.set_ylim(panels[-1].get_ylim())
     handles = [
         Line2D([], [], color=MEASURE_COLOUR, marker="o", markersize=3, linewidth=0.9, label="estimate with 95% CI"),
         Line2D([], [], color="black", marker="D", markersize=3, linewidth=0.9, label="all variations"),
