@@ -399,7 +399,7 @@ def _in(frame: pd.DataFrame, key: list[str], within: pd.DataFrame) -> np.ndarray
 
 def _dimensioned(frame: pd.DataFrame, dimensions: dict[str, str]) -> pd.DataFrame:
     """The frame with each row's taxonomy dimension ("" for a variation the taxonomy does not name)."""
-    return frame.assign(dimension=frame["reref_variation"].map(dimensions).fillna("").astype(str))
+    return frame.assign(dimension=frame["reref_variation"].map(dimensions).astype(str).fillna(""))
 
 
 def _groups(frame: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
