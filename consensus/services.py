@@ -177,7 +177,7 @@ def _example_of(read: ReadOf) -> tuple[str, list]:
 # index, whatever the study's size. The exams' pairs are one IN over a UNION ALL: an OR of one IN per
 # exam made PostgreSQL filter every example instead (32 ms per submit at 50,000 pairs).
 # Written by hand: the ORM's query for it took about 10 ms to compile, on every rating.
-_LOCK_EXAMS = """SELECT {columns}, ({first_target})
+_LOCK_EXAMS = """SELECT {columns}, ({first_target}){along}
  FROM {examples} JOIN {pairs} ON p.id = e.pair_id JOIN {studies} ON s.id = e.study_id
  WHERE e.pair_id IN ({same_exam}) ORDER BY e.id {lock}"""
 
@@ -197,10 +197,13 @@ class _LockedExams:
     study and pair) made only of an example asked for. An exam has a dozen examples or more, and a
     submit needs one or two of them: making the rest cost 0.4 ms per rating."""
 
-    def __init__(self, rows: list[tuple]) -> None:
+    def __init__(self, rows: list[tuple], along: int = 0) -> None:
         self._rows = {row[0]: row for row in rows}
-        # The first target's pk, the last column of every row (None when nothing was found).
-        self.first_target: int | None = rows[0][-1] if rows else None
+        # The first target's pk and the values read along, the last columns of every row (None when
+        # nothing was found).
+        last = rows[0][len(rows[0]) - along - 1 :] if rows else (None,) * (along + 1)
+        self.first_target: int | None = last[0]
+        self.along: tuple = tuple(last[1:])
         self._made: dict[int, Example] = {}
 
     @property
@@ -218,14 +221,17 @@ class _LockedExams:
         return self._made[pk]
 
 
-def _lock_exams_of(targets: list[tuple[str, list]]) -> _LockedExams:
+def _lock_exams_of(targets: list[tuple[str, list]], along: list[tuple[str, list]] = ()) -> _LockedExams:
     """Every example of the exams of the target examples, locked in primary-key order.
-    targets: (SQL giving one example's pk, its parameters); the first one's pk is read along."""
+    targets: (SQL giving one example's pk, its parameters); the first one's pk is read along, and so
+    is each of `along` (SQL giving one value, its parameters)."""
     if connection.features.has_select_for_update and connection.get_autocommit():
         raise TransactionManagementError("Examples are locked inside a transaction.")
     quote = connection.ops.quote_name
     tables = {"pairs": quote(CandidatePair._meta.db_table), "examples": quote(Example._meta.db_table)}
     same_exam, params = [], list(targets[0][1])
+    for _, along_params in along:
+        params += along_params
     for sql, target_params in targets:
         columns = ("study_id", "dataset_id", "source_study_id")
         of_target = {column: _OF_TARGET.format(column=column, target=sql, **tables) for column in columns}
@@ -238,6 +244,7 @@ def _lock_exams_of(targets: list[tuple[str, list]]) -> _LockedExams:
         # The example's pk first: _LockedExams finds rows by it.
         columns=select_list(connection, _EXAMPLE, _STUDY, _PAIR),
         first_target=targets[0][0],
+        along="".join(f", ({sql})" for sql, _ in along),
         examples=_EXAMPLE.table(connection),
         pairs=_PAIR.table(connection),
         studies=_STUDY.table(connection),
@@ -246,7 +253,7 @@ def _lock_exams_of(targets: list[tuple[str, list]]) -> _LockedExams:
     )
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
-        return _LockedExams(cursor.fetchall())
+        return _LockedExams(cursor.fetchall(), along=len(along))
 
 
 def submit_annotation(
@@ -296,13 +303,9 @@ def _store_annotation(
     reader, assignment_id: uuid.UUID, rating: str, rationale: str, form_token: uuid.UUID, require_shown: bool
 ) -> SubmitResult:
     read = ReadOf(assignment_id, reader.pk)
-    unsettled = _unsettled_rating_of(reader)
-    if unsettled is None:
-        example = lock_example(read)
-    else:
-        example, unsettled_example = _lock_with_unsettled(reader, read, unsettled)
+    example, unsettled, unsettled_example = _lock_with_unsettled(read)
     # Read after the lock: a concurrent submit, void or withdrawal of this example has finished.
-    assignment = _own_assignment_with_rating(read) if example else None
+    assignment = _own_assignment_with_rating(read, unsettled) if example else None
     if assignment is None:
         raise NoSuchWork
     stored = getattr(assignment, "annotation", None)
@@ -922,9 +925,11 @@ def _coin_report_a(example: Example, shown: Assignment | Adjudication) -> str:
 # the rating's row only while it is unsettled, so when they race exactly one of them happens.
 
 
-# A submit asks for these on every rating: written by hand, they cost no query compilation.
-_UNSETTLED_RATING = "SELECT n.id, n.example_id FROM {annotations} n WHERE n.reader_id = %s AND n.settled_at IS NULL"
-_OWN_ASSIGNMENT = """SELECT {columns} FROM {assignments}
+# A submit asks for these on every rating: written by hand, they cost no query compilation. A column of
+# the reader's one unsettled rating (a partial unique index allows one per reader), as a scalar subquery:
+# the lock reads it along, and so does the assignment's row, after the lock.
+_UNSETTLED_RATING = "SELECT u.{column} FROM {annotations} u WHERE u.reader_id = %s AND u.settled_at IS NULL"
+_OWN_ASSIGNMENT = """SELECT {columns}, ({unsettled_id}), ({unsettled_example}) FROM {assignments}
  LEFT OUTER JOIN {annotations} ON n.assignment_id = a.id WHERE a.public_id = %s AND a.reader_id = %s"""
 _ASSIGNMENT, _ANNOTATION = Selected(Assignment, "a"), Selected(Annotation, "n")
 # And these on most: settling the reader's previous rating, reading the example's ratings to route it,
@@ -938,29 +943,31 @@ _SETTLED_RATINGS = (
 )
 
 
-def _unsettled_rating_of(reader: AbstractBaseUser) -> tuple[int, int] | None:
-    """(annotation pk, example pk) of the reader's one unsettled rating, if any (a partial unique
-    index allows one per reader)."""
-    table = connection.ops.quote_name(Annotation._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(_UNSETTLED_RATING.format(annotations=table), [reader.pk])
-        row = cursor.fetchone()
-    return tuple(row) if row else None
+def _own_assignment_with_rating(read: ReadOf, unsettled: tuple[int, int] | None) -> Assignment | None:
+    """The reader's assignment, with its rating (annotation) read along as select_related would.
 
-
-def _own_assignment_with_rating(read: ReadOf) -> Assignment | None:
-    """The reader's assignment, with its rating (annotation) read along as select_related would."""
+    Read once the examples are locked (_lock_with_unsettled), with the reader's unsettled rating as it
+    is now: if they have one and it is not `unsettled`, the one the lock saw (another tab stored a
+    rating meanwhile), its example is not locked: raises _UnsettledRatingMoved, and the submit starts
+    again."""
     public_id = Assignment._meta.get_field("public_id").get_db_prep_value(read.assignment_id, connection)
+    annotations = _ANNOTATION.table(connection)
+    unsettled_of = _UNSETTLED_RATING.replace("{annotations}", connection.ops.quote_name(Annotation._meta.db_table))
     statement = _OWN_ASSIGNMENT.format(
         columns=select_list(connection, _ASSIGNMENT, _ANNOTATION),
+        unsettled_id=unsettled_of.format(column="id"),
+        unsettled_example=unsettled_of.format(column="example_id"),
         assignments=_ASSIGNMENT.table(connection),
-        annotations=_ANNOTATION.table(connection),
+        annotations=annotations,
     )
     with connection.cursor() as cursor:
-        cursor.execute(statement, [public_id, read.reader_pk])
+        cursor.execute(statement, [read.reader_pk, read.reader_pk, public_id, read.reader_pk])
         row = cursor.fetchone()
     if row is None:
         return None
+    *row, unsettled_pk, unsettled_example_pk = row
+    if unsettled_pk is not None and (unsettled_pk, unsettled_example_pk) != unsettled:
+        raise _UnsettledRatingMoved
     assignment = _ASSIGNMENT.instance(row[: len(_ASSIGNMENT)], connection)
     rating = None
     if row[len(_ASSIGNMENT)] is not None:
@@ -970,23 +977,27 @@ def _own_assignment_with_rating(read: ReadOf) -> Assignment | None:
     return assignment
 
 
-def _lock_with_unsettled(
-    reader: AbstractBaseUser, read: ReadOf, unsettled: tuple[int, int]
-) -> tuple[Example | None, Example]:
-    """Lock the example being rated and that of the reader's unsettled rating, with the other
-    examples of their exams (as lock_example), in primary-key order, in one query.
+def _lock_with_unsettled(read: ReadOf) -> tuple[Example | None, tuple[int, int] | None, Example | None]:
+    """Lock the example being rated and that of the reader's unsettled rating (if they have one), with
+    the other examples of their exams (as lock_example), in primary-key order, in one query.
 
-    Returns (the rated example or None, the unsettled rating's example). If, once both are locked,
-    the reader has another unsettled rating (another tab stored one meantime), raises
-    _UnsettledRatingMoved: its example is not locked, and the submit starts again.
+    Returns the rated example (None if the reader has no such read), the unsettled rating as the query
+    saw it ((annotation pk, example pk), or None) and its example. The query may have waited for a
+    lock, and what it read of the unsettled rating is from before: _own_assignment_with_rating looks
+    again once everything is locked.
     """
-    locked = _lock_exams_of([_example_of(read), ("%s", [unsettled[1]])])
-    now_unsettled = _unsettled_rating_of(reader)
-    if now_unsettled is not None and now_unsettled != unsettled:
-        raise _UnsettledRatingMoved
-    unsettled_example = locked.example(unsettled[1])
+    unsettled = _UNSETTLED_RATING.replace("{annotations}", connection.ops.quote_name(Annotation._meta.db_table))
+    of_reader = [read.reader_pk]
+    locked = _lock_exams_of(
+        [_example_of(read), (unsettled.format(column="example_id"), of_reader)],
+        along=[(unsettled.format(column="id"), of_reader), (unsettled.format(column="example_id"), of_reader)],
+    )
+    unsettled_pk, unsettled_example_pk = locked.along
+    if unsettled_pk is None:
+        return locked.example(locked.first_target), None, None
+    unsettled_example = locked.example(unsettled_example_pk)
     assert unsettled_example is not None, "a rating's example is never deleted"
-    return locked.example(locked.first_target), unsettled_example
+    return locked.example(locked.first_target), (unsettled_pk, unsettled_example_pk), unsettled_example
 
 
 def _settle(annotation_pk: int, example: Example, *, now: datetime, due_only: bool = False) -> bool:

@@ -71,12 +71,12 @@ def _measure_with_undo_window(pairs: int) -> dict[str, int]:
 def test_a_submit_that_settles_the_previous_rating_does_not_grow_with_the_study():
     small, large = _measure_with_undo_window(6), _measure_with_undo_window(30)
     assert small == large
-    # Within a savepoint: the reader's unsettled rating, the lock of the exam(s), the assignment with its
-    # rating; the rating's insert, the assignment, the audit, the queue's counter. Settling adds the second
-    # look at the unsettled rating (after the lock), its update and the route (settled ratings, consensus:
-    # look, insert, audit, state; what is left open: reads, adjudications); this assignment was never
-    # shown, so its Report A is drawn here (one update).
-    assert large == {"rating, nothing to settle": 9, "rating that settles the second read, consensus": 19}
+    # Within a savepoint: the lock of the exam(s), reading the reader's unsettled rating along; the
+    # assignment with its rating, and the unsettled rating again, once locked; the rating's insert, the
+    # assignment, the audit, the queue's counter. Settling adds its update and the route (settled
+    # ratings, consensus: look, insert, audit, state; what is left open: reads, adjudications); this
+    # assignment was never shown, so its Report A is drawn here (one update).
+    assert large == {"rating, nothing to settle": 8, "rating that settles the second read, consensus": 17}
 
 
 # --- Lists masked for a coordinator who also reads: one more query, not one per row --------------

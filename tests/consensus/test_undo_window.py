@@ -141,6 +141,48 @@ def test_the_readers_next_submit_settles_their_previous_rating(study):
     assert example.state == ExampleState.CONSENSUS
 
 
+def test_a_rating_another_tab_stores_while_the_submit_locks_makes_it_start_again(study, monkeypatch):
+    # The lock reads the reader's unsettled rating along, and the submit reads it again once locked: a
+    # rating another tab stored in between has an example this submit did not lock, so it starts again.
+    from consensus import services
+
+    example = _equivalence(study)
+    rated = _reads(example)[1]
+    reader = rated.reader
+    previous = _rate(rated)
+    this_tab = _other_open_read(reader, but=example)
+    other_tab = (
+        Assignment.objects.filter(reader=reader, status=AssignmentStatus.OPEN)
+        .exclude(example__in=[example, this_tab.example])
+        .select_related("reader", "example__study")
+        .order_by("pk")
+        .first()
+    )
+    lock, own, moved, meanwhile = services._lock_with_unsettled, services._own_assignment_with_rating, [], [other_tab]
+
+    def another_tab_meanwhile(read):
+        locked = lock(read)
+        if meanwhile:
+            _rate(meanwhile.pop())  # settles `previous` and leaves its own rating unsettled
+        return locked
+
+    def recording(read, unsettled):
+        try:
+            return own(read, unsettled)
+        except services._UnsettledRatingMoved:
+            moved.append(unsettled)
+            raise
+
+    monkeypatch.setattr(services, "_lock_with_unsettled", another_tab_meanwhile)
+    monkeypatch.setattr(services, "_own_assignment_with_rating", recording)
+    stored = _rate(this_tab)
+
+    assert moved == [(previous.pk, example.pk)]
+    previous.refresh_from_db()
+    assert previous.settled_at is not None
+    assert list(Annotation.objects.filter(reader=reader, settled_at__isnull=True)) == [stored]
+
+
 def test_a_reader_has_at_most_one_unsettled_rating_in_the_database(study):
     example = _equivalence(study)
     first, _ = _reads(example)
