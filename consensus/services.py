@@ -455,12 +455,29 @@ def _set_state(example: Example, state: str, *, unrouted: bool | None = None, re
             setattr(example, key, value)
 
 
+# What deciding an example's consensus asks first, in one statement (most decisions follow a rating):
+# whether it has one already, an open read, an open adjudication.
+_DECIDING = """SELECT EXISTS(SELECT 1 FROM {consensus} c WHERE c.example_id = %s),
+ EXISTS(SELECT 1 FROM {assignments} a WHERE a.example_id = %s AND a.status = %s),
+ EXISTS(SELECT 1 FROM {adjudications} j WHERE j.example_id = %s AND j.status = %s)"""
+
+
 def _decide(example: Example, rating: str, source: str, count: int, *, actor: AbstractBaseUser | None) -> None:
-    existing = ConsensusLabel.objects.filter(example=example).first()
-    if existing is None:
-        ConsensusLabel.objects.create(
+    quote = connection.ops.quote_name
+    statement = _DECIDING.format(
+        consensus=quote(ConsensusLabel._meta.db_table),
+        assignments=quote(Assignment._meta.db_table),
+        adjudications=quote(Adjudication._meta.db_table),
+    )
+    with connection.cursor() as cursor:
+        pk = example.pk
+        cursor.execute(statement, [pk, pk, AssignmentStatus.OPEN, pk, AdjudicationStatus.OPEN])
+        decided, open_reads, open_adjudications = (bool(value) for value in cursor.fetchone())
+    if not decided:
+        label = ConsensusLabel(
             example=example, task=example.task, rating=rating, label_source=source, n_annotations=count
         )
+        insert(label, connection)
         AuditEvent.objects.record(
             AuditAction.CONSENSUS,
             study=example.study,
@@ -470,9 +487,9 @@ def _decide(example: Example, rating: str, source: str, count: int, *, actor: Ab
         )
     _set_state(example, ExampleState.CONSENSUS)
     # Reads or an adjudication that are no longer needed leave the queues.
-    for assignment in example.assignments.open().select_related("reader"):
+    for assignment in example.assignments.open().select_related("reader") if open_reads else ():
         withdraw_open_assignment(example, assignment, actor=actor, reason="consensus reached")
-    for adjudication in example.adjudications.filter(status=AdjudicationStatus.OPEN):
+    for adjudication in example.adjudications.filter(status=AdjudicationStatus.OPEN) if open_adjudications else ():
         Adjudication.objects.filter(pk=adjudication.pk).update(status=AdjudicationStatus.VOIDED)
         AuditEvent.objects.record(
             AuditAction.WITHDRAWN,

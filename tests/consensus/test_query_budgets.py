@@ -73,10 +73,11 @@ def test_a_submit_that_settles_the_previous_rating_does_not_grow_with_the_study(
     assert small == large
     # Within a savepoint: the lock of the exam(s), reading the reader's unsettled rating along; the
     # assignment with its rating, and the unsettled rating again, once locked; the rating's insert, the
-    # assignment, the audit, the queue's counter. Settling adds its update and the route (settled
-    # ratings, consensus: look, insert, audit, state; what is left open: reads, adjudications); this
-    # assignment was never shown, so its Report A is drawn here (one update).
-    assert large == {"rating, nothing to settle": 8, "rating that settles the second read, consensus": 17}
+    # assignment, the audit, the queue's counter. Settling adds its update and the route: the settled
+    # ratings; for the consensus, one look (a consensus already? a read or an adjudication left open?),
+    # its insert, audit and the example's state. This assignment was never shown, so its Report A is
+    # drawn here (one update).
+    assert large == {"rating, nothing to settle": 8, "rating that settles the second read, consensus": 15}
 
 
 # --- Lists masked for a coordinator who also reads: one more query, not one per row --------------
