@@ -15,6 +15,7 @@ import matplotlib
 import pandas as pd
 from fontTools import subset
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from analysis import figure_cache, figure_fonts, parallel
@@ -97,8 +98,7 @@ def _lean_pdf_fonts():
 
 def draw(draw_figure: Callable[[], Figure]) -> dict[str, bytes]:
     """Draw a figure (a function returning a Figure) once in the results' style, saved in every format.
-    The layout is solved once, by the first save (PNG, as a page shows it), and the other formats keep
-    it rather than solving it again.
+    The layout is solved once, at the PNG's resolution (as a page shows it), and every format keeps it.
 
     The text is set in the cut of DejaVu Sans (analysis.figure_fonts) where it has every character the
     figure shows, otherwise in the whole font; an SVG's text names the whole font and its fallbacks
@@ -114,14 +114,25 @@ def draw(draw_figure: Callable[[], Figure]) -> dict[str, bytes]:
         if figure is None:
             figure = draw_figure()
         _no_empty_label_placing(figure)
+        _lay_out(figure)
         saved = {"png": save(figure, "png")}
-        # No engine at all: savefig draws a figure that has one (even matplotlib's placeholder that
-        # "none" sets) once more before saving it, to lay it out; the PDF and SVG keep the PNG's layout.
-        figure.set_layout_engine(None)
         saved["pdf"] = save(figure, "pdf")
         figure_fonts.name_whole_font(figure)
         saved["svg"] = save(figure, "svg")
         return {fmt: saved[fmt] for fmt in FORMATS}
+
+
+def _lay_out(figure: Figure) -> None:
+    """Solve the figure's layout (its engine's, constrained) as the PNG's save would, at the PNG's
+    resolution and on the Agg renderer it then draws with, and keep it: the figure is left with no
+    engine, so no save solves it again. savefig would instead draw the whole figure once more, with
+    its output turned off, only to have the engine run first: a tenth of a figure's time."""
+    FigureCanvasAgg(figure)
+    figure.set_dpi(DPI)
+    figure.get_layout_engine().execute(figure)
+    # No engine at all: savefig lays out (by that draw) a figure that has one, even matplotlib's
+    # placeholder that "none" sets.
+    figure.set_layout_engine(None)
 
 
 def _no_empty_label_placing(figure: Figure) -> None:
