@@ -960,6 +960,11 @@ _SETTLED_RATINGS = (
 )
 
 
+def _unsettled_rating(column: str) -> str:
+    """SQL giving one column of the reader's unsettled rating (its parameter: the reader's pk)."""
+    return _UNSETTLED_RATING.format(column=column, annotations=connection.ops.quote_name(Annotation._meta.db_table))
+
+
 def _own_assignment_with_rating(read: ReadOf, unsettled: tuple[int, int] | None) -> Assignment | None:
     """The reader's assignment, with its rating (annotation) read along as select_related would.
 
@@ -968,14 +973,12 @@ def _own_assignment_with_rating(read: ReadOf, unsettled: tuple[int, int] | None)
     rating meanwhile), its example is not locked: raises _UnsettledRatingMoved, and the submit starts
     again."""
     public_id = Assignment._meta.get_field("public_id").get_db_prep_value(read.assignment_id, connection)
-    annotations = _ANNOTATION.table(connection)
-    unsettled_of = _UNSETTLED_RATING.replace("{annotations}", connection.ops.quote_name(Annotation._meta.db_table))
     statement = _OWN_ASSIGNMENT.format(
         columns=select_list(connection, _ASSIGNMENT, _ANNOTATION),
-        unsettled_id=unsettled_of.format(column="id"),
-        unsettled_example=unsettled_of.format(column="example_id"),
+        unsettled_id=_unsettled_rating("id"),
+        unsettled_example=_unsettled_rating("example_id"),
         assignments=_ASSIGNMENT.table(connection),
-        annotations=annotations,
+        annotations=_ANNOTATION.table(connection),
     )
     with connection.cursor() as cursor:
         cursor.execute(statement, [read.reader_pk, read.reader_pk, public_id, read.reader_pk])
@@ -1003,11 +1006,10 @@ def _lock_with_unsettled(read: ReadOf) -> tuple[Example | None, tuple[int, int] 
     lock, and what it read of the unsettled rating is from before: _own_assignment_with_rating looks
     again once everything is locked.
     """
-    unsettled = _UNSETTLED_RATING.replace("{annotations}", connection.ops.quote_name(Annotation._meta.db_table))
     of_reader = [read.reader_pk]
     locked = _lock_exams_of(
-        [_example_of(read), (unsettled.format(column="example_id"), of_reader)],
-        along=[(unsettled.format(column="id"), of_reader), (unsettled.format(column="example_id"), of_reader)],
+        [_example_of(read), (_unsettled_rating("example_id"), of_reader)],
+        along=[(_unsettled_rating("id"), of_reader), (_unsettled_rating("example_id"), of_reader)],
     )
     unsettled_pk, unsettled_example_pk = locked.along
     if unsettled_pk is None:
