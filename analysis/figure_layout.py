@@ -12,13 +12,16 @@ from dataclasses import dataclass
 from functools import partial
 
 import matplotlib
+import numpy as np
 import pandas as pd
 from fontTools import subset
 from matplotlib import transforms
 from matplotlib.axes import Axes
+from matplotlib.backends import _backend_pdf_ps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from PIL import Image, PngImagePlugin
 
 from analysis import figure_cache, figure_fonts, parallel
 from analysis.names import OTHER_DIMENSION, group_label
@@ -47,10 +50,10 @@ STYLE = {
     "pdf.fonttype": 42,
 }
 # No creation date: the same figure gives the same bytes.
-METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}, "png": {}}
+METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
 # zlib's level 3 instead of 6: a third less time writing a PNG, a tenth larger (a PNG of a figure is
 # mostly spent compressing its pixels).
-SAVE_OPTIONS = {"png": {"pil_kwargs": {"compress_level": 3}}, "svg": {}, "pdf": {}}
+PNG_COMPRESS_LEVEL = 3
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -71,9 +74,28 @@ def empty_figure(message: str) -> Figure:
 
 def save(figure: Figure, fmt: str) -> bytes:
     """The figure as SVG, PNG (300 dpi) or PDF bytes."""
+    if fmt == "png":
+        return _png(figure)
     buffer = io.BytesIO()
     with _lean_pdf_fonts() if fmt == "pdf" else contextlib.nullcontext():
-        figure.savefig(buffer, format=fmt, dpi=DPI, metadata=METADATA[fmt], **SAVE_OPTIONS[fmt])
+        figure.savefig(buffer, format=fmt, dpi=DPI, metadata=METADATA[fmt])
+    return buffer.getvalue()
+
+
+def _png(figure: Figure) -> bytes:
+    """The figure's pixels at 300 dpi as a PNG, as savefig writes it (the same pixels, resolution and
+    Software text) but without the alpha channel where every pixel is opaque (a figure's face is
+    white): a quarter fewer bytes to compress, which took a sixth less time and gives a tenth smaller
+    files (savefig writes RGBA)."""
+    canvas = FigureCanvasAgg(figure)
+    figure.set_dpi(DPI)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())
+    image = Image.fromarray(pixels[..., :3] if (pixels[..., 3] == 255).all() else pixels)
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Software", f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/")
+    buffer = io.BytesIO()
+    image.save(buffer, format="png", pnginfo=info, dpi=(DPI, DPI), compress_level=PNG_COMPRESS_LEVEL)
     return buffer.getvalue()
 
 
@@ -86,16 +108,26 @@ LAYOUT_TABLES = ["GSUB", "GPOS", "GDEF"]
 @contextlib.contextmanager
 def _lean_pdf_fonts():
     """While a PDF is saved, fontTools' subsetter (which matplotlib calls to embed Type 42 fonts) also
-    drops the layout tables; its default list of tables to drop is where fontTools reads them from."""
+    drops the layout tables; its default list of tables to drop is where fontTools reads them from.
+    And a face of the cut whose text in the PDF is all among figure_fonts.COMMON embeds the cut's
+    subset to those characters, made once in this process, instead of a subset made for this PDF."""
     defaults = getattr(subset.Options, "_drop_tables_default", None)
-    if not isinstance(defaults, list):  # another fontTools: its own defaults, the PDF is still right
+    subsetting = getattr(_backend_pdf_ps, "get_glyphs_subset", None)
+    with contextlib.ExitStack() as undo:
+        if isinstance(defaults, list):  # another fontTools: its own defaults, the PDF is still right
+            subset.Options._drop_tables_default = defaults + [t for t in LAYOUT_TABLES if t not in defaults]
+            undo.callback(setattr, subset.Options, "_drop_tables_default", defaults)
+        if subsetting is not None:  # another matplotlib: a subset per PDF, as before
+            _backend_pdf_ps.get_glyphs_subset = partial(_glyphs_subset, subsetting)
+            undo.callback(setattr, _backend_pdf_ps, "get_glyphs_subset", subsetting)
         yield
-        return
-    subset.Options._drop_tables_default = defaults + [t for t in LAYOUT_TABLES if t not in defaults]
-    try:
-        yield
-    finally:
-        subset.Options._drop_tables_default = defaults
+
+
+def _glyphs_subset(subsetting: Callable, fontfile: str, characters: str):
+    """matplotlib's get_glyphs_subset (a fontTools font holding `characters`), from figure_fonts'
+    common subset where the font is a face of the cut and the characters are all in COMMON."""
+    common = figure_fonts.common_subset(fontfile, characters, subsetting)
+    return common if common is not None else subsetting(fontfile, characters)
 
 
 def draw(draw_figure: Callable[[], Figure]) -> dict[str, bytes]:

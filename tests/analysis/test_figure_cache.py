@@ -16,6 +16,7 @@ import pytest
 from fontTools.ttLib import TTFont
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
+from PIL import Image
 
 from analysis import figure_cache, figure_layout, figures
 from analysis.figure_layout import FORMATS, LAYOUT_TABLES
@@ -192,3 +193,26 @@ def test_figures_drawn_in_parallel_processes_are_those_drawn_in_this_one(tmp_pat
     for name, formats in serial.items():
         for fmt, data in formats.items():
             assert (tmp_path / f"{name}.{fmt}").read_bytes() == data, (name, fmt)
+
+
+def test_a_png_holds_the_pixels_savefig_draws_in_rgb_at_300_dpi(monkeypatch):
+    figure_cache.clear()
+    png = render_figure(_results(), "task1_ratings", "png")
+    # savefig's own PNG of the same figure, laid out the same way (figure_layout.draw)
+    monkeypatch.setattr(figure_layout, "_png", lambda figure: _savefig_png(figure))
+    figure_cache.clear()
+    reference = render_figure(_results(), "task1_ratings", "png")
+    figure_cache.clear()
+
+    ours, theirs = Image.open(io.BytesIO(png)), Image.open(io.BytesIO(reference))
+    assert (ours.mode, theirs.mode) == ("RGB", "RGBA")
+    assert ours.size == theirs.size and ours.info["dpi"] == pytest.approx((300, 300), abs=0.01)
+    assert ours.tobytes() == theirs.convert("RGB").tobytes()
+    assert ours.text["Software"] == theirs.text["Software"]
+    assert len(png) < len(reference)
+
+
+def _savefig_png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=figure_layout.DPI, pil_kwargs={"compress_level": 3})
+    return buffer.getvalue()

@@ -1,14 +1,17 @@
 """The figures' cut of DejaVu Sans (analysis.figure_fonts): DejaVu Sans' own glyphs, advances and
 kerning, without layout tables, under its own name, the same bytes every time; embedded in a PDF
-figure; the whole font for a figure with a character outside the cut; an SVG names the whole font; a
-machine where the cut cannot be written draws with the whole font."""
+figure (the common characters' subset, made once per face, where a PDF shows no other); the whole font
+for a figure with a character outside the cut; an SVG names the whole font; a machine where the cut
+cannot be written draws with the whole font."""
 
 import logging
+from pathlib import Path
 
 import matplotlib
 import pytest
 from fontTools.pens.recordingPen import RecordingPen
 from fontTools.ttLib import TTFont
+from matplotlib.backends import _backend_pdf_ps
 
 from analysis import figure_cache, figure_fonts
 from analysis.figures import render_figure
@@ -99,3 +102,44 @@ def test_where_the_cut_cannot_be_written_figures_use_the_whole_font(tmp_path, mo
 
     assert {font["name"].getDebugName(1) for font in _embedded_fonts(pdf)} == {"DejaVu Sans"}
     assert "Figures use the whole DejaVu Sans: its cut could not be written or read" in caplog.text
+
+
+def test_a_pdf_whose_text_is_all_common_embeds_the_common_subset_made_once_per_face(monkeypatch):
+    made = []
+    subsetting = _backend_pdf_ps.get_glyphs_subset
+
+    def counting(fontfile, characters):
+        made.append((Path(fontfile).name, characters))
+        return subsetting(fontfile, characters)
+
+    monkeypatch.setattr(_backend_pdf_ps, "get_glyphs_subset", counting)
+    figure_fonts._common_bytes.cache_clear()
+    figure_cache.clear()
+    try:
+        first = render_figure(_results(), "task1_forest", "pdf")
+        second = render_figure(_results(label="Structure: free text"), "task1_forest", "pdf")
+    finally:
+        figure_fonts._common_bytes.cache_clear()
+        figure_cache.clear()
+
+    assert first != second
+    # One subset per face, to every common character, for both PDFs.
+    assert made and all(characters == figure_fonts.COMMON for _, characters in made)
+    assert len({name for name, _ in made}) == len(made)
+    for pdf in (first, second):
+        for font in _embedded_fonts(pdf):
+            assert set(font.getBestCmap()) == {ord(c) for c in figure_fonts.COMMON}, font["name"].getDebugName(4)
+
+
+def test_a_pdf_with_a_character_of_the_cut_outside_the_common_ones_embeds_a_subset_holding_it():
+    figure_cache.clear()
+    label = "Struktura: Žádná"  # Ž and á: in the cut (Latin Extended-A, Latin-1), not common
+    pdf = render_figure(_results(label=label), "task1_forest", "pdf")
+    figure_cache.clear()
+
+    fonts = _embedded_fonts(pdf)
+    assert {font["name"].getDebugName(1) for font in fonts} == {"ReadingRoom Sans"}
+    assert not set("Žá") & set(figure_fonts.COMMON)
+    [holding] = [font.getBestCmap() for font in fonts if ord("Ž") in font.getBestCmap()]
+    assert ord("á") in holding
+    assert len(holding) < len(figure_fonts.COMMON) / 2  # a subset for this PDF: only what it shows
