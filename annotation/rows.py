@@ -12,6 +12,10 @@ import uuid
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
+from django.db.models.base import ModelState
+from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
+from django.db.models.query_utils import DeferredAttribute
+from django.db.models.signals import post_init, pre_init
 
 
 class Selected:
@@ -24,6 +28,7 @@ class Selected:
         self.attnames = [field.attname for field in self.fields]
         self._converters: dict[str, list] = {}
         self._columns: dict[str, str] = {}
+        self._plain = _made_plainly(model, self.attnames)
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -47,7 +52,17 @@ class Selected:
         for position, converters, expression in self._converters_for(connection):
             for convert in converters:
                 values[position] = convert(values[position], expression, connection)
-        return self.model.from_db(connection.alias, self.attnames, values)
+        model = self.model
+        if not self._plain or pre_init.has_listeners(model) or post_init.has_listeners(model):
+            return model.from_db(connection.alias, self.attnames, values)
+        # What from_db makes of a full row, without Model.__init__'s signals and setattr per field (most of
+        # the time a reading request spent making instances): each value straight into the instance's
+        # __dict__, where __init__'s setattr puts it (no column's attribute does more to a new instance).
+        instance = model.__new__(model)
+        state = instance._state = ModelState()
+        state.adding, state.db = False, connection.alias
+        instance.__dict__.update(zip(self.attnames, values, strict=True))
+        return instance
 
     def _converters_for(self, connection: BaseDatabaseWrapper) -> list:
         # The compiler's own choice (SQLCompiler.get_converters): the backend's, then the field's.
@@ -61,6 +76,21 @@ class Selected:
                     found.append((position, converters, column))
             self._converters[connection.vendor] = found
         return found
+
+
+def _made_plainly(model: type[Model], attnames: list[str]) -> bool:
+    """Whether from_db's instance of a full row is the model's bare instance with each value in its
+    __dict__: the model's own __init__ and from_db, and each column's attribute one of Django's plain
+    two (DeferredAttribute sets nothing; ForeignKeyDeferredAttribute only drops a related instance
+    cached on the instance, which a new one has not)."""
+    return (
+        model.__init__ is Model.__init__
+        and model.from_db.__func__ is Model.from_db.__func__
+        and all(type(getattr(model, name, None)) in _PLAIN_ATTRIBUTES for name in attnames)
+    )
+
+
+_PLAIN_ATTRIBUTES = (DeferredAttribute, ForeignKeyDeferredAttribute)
 
 
 def select_list(connection: BaseDatabaseWrapper, *selected: Selected) -> str:

@@ -18,7 +18,7 @@ from annotation.models import (
     Task,
 )
 from annotation.reading import next_assignment, next_assignment_id
-from annotation.rows import Inserted, insert, update_row
+from annotation.rows import Inserted, Selected, _made_plainly, insert, update_row
 from consensus.services import ReadOf, lock_example
 from tests.factories import make_reading_study
 
@@ -82,6 +82,56 @@ def test_the_next_assignment_and_what_it_carries_equal_what_the_orm_reads(django
             assert [type(v) for v in _fields(mine).values()] == [type(v) for v in _fields(expected).values()]
     assert next_assignment(reader, task=Task.REALISM, study_slug="no-such-study") is None
     assert next_assignment(reader, task=Task.REALISM, study_id=study.pk + 1000) is None
+
+
+def test_an_instance_of_a_row_is_what_from_db_makes_of_it_however_it_is_made(monkeypatch):
+    study, _, _ = make_reading_study(pairs=1)
+    reader = Assignment.objects.filter(study=study, task=Task.REALISM).order_by("pk").first().reader
+    part = Selected(Assignment, "a")
+    with connection.cursor() as cursor:
+        # The model's own columns and table, no outside text.
+        statement = f"SELECT {part.columns(connection)} FROM {part.table(connection)} WHERE a.reader_id = %s"  # noqa: S608
+        cursor.execute(statement, [reader.pk])
+        row = cursor.fetchone()
+    made = part.instance(row, connection)
+    by_django = Assignment.objects.get(pk=made.pk)
+    assert part._plain
+    assert _fields(made) == _fields(by_django)
+    assert (made._state.adding, made._state.db) == (by_django._state.adding, by_django._state.db)
+    assert {k: v for k, v in vars(made).items() if k != "_state"} == {
+        k: v for k, v in vars(by_django).items() if k != "_state"
+    }
+    # A related instance is cached, then the key changes: dropped, as for an instance __init__ made.
+    example = made.example
+    made.example_id = example.pk + 1000
+    assert "example" not in made._state.fields_cache
+
+
+def test_a_model_whose_instances_are_watched_or_whose_columns_do_more_is_made_by_its_init(monkeypatch):
+    from django.db.models.query_utils import DeferredAttribute
+    from django.db.models.signals import post_init
+
+    study, _, _ = make_reading_study(pairs=1)
+    reader = Assignment.objects.filter(study=study, task=Task.REALISM).order_by("pk").first().reader
+    seen = []
+
+    def watch(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(watch, sender=Assignment)
+    try:
+        found = next_assignment(reader, task=Task.REALISM)
+    finally:
+        post_init.disconnect(watch, sender=Assignment)
+    assert seen == [found]
+
+    class Louder(DeferredAttribute):
+        def __set__(self, instance, value):
+            instance.__dict__[self.field.attname] = value
+
+    monkeypatch.setattr(Assignment, "task", Louder(Assignment._meta.get_field("task")))
+    assert not _made_plainly(Assignment, Selected(Assignment, "a").attnames)
+    assert _made_plainly(Example, Selected(Example, "e").attnames)
 
 
 def test_an_inserted_rating_is_the_row_the_orm_would_write(django_assert_num_queries):
