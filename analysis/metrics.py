@@ -29,6 +29,7 @@ symmetric, so the reverse direction (the alternative as the reference) only swap
 scored (same two texts, same metric versions) is read back instead of computed.
 """
 
+import functools
 import hashlib
 import math
 import multiprocessing
@@ -42,8 +43,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from rouge_score import tokenize as rouge_tokenize
-from sacrebleu.metrics.chrf import CHRF
 
 from analysis import parallel
 from analysis.names import BUILTIN_COLUMNS, BUILTIN_METRICS, metrics_version
@@ -54,8 +53,8 @@ BUILTIN = BUILTIN_METRICS
 PERFECT = {"bleu2": 1.0, "rougeL": 1.0, "chrf": 100.0}
 TITLES = {"bleu2": "BLEU-2 (ReXrank)", "rougeL": "ROUGE-L F1", "chrf": "chrF"}
 EPSILON = 0.1  # NLTK's SmoothingFunction default, and fast-bleu's method 1
-CHRF_METRIC = CHRF()
-CHRF_ORDER = CHRF_METRIC.char_order
+# sacrebleu's chrF defaults; the character n-gram order its metric uses (CHRF's default, 6).
+CHRF_ORDER = 6
 Progress = Callable[[int, int], None]
 CHUNK = 2000  # pairs per unit of work
 PARALLEL_FROM = 10_000  # fewer pairs are scored in this process: starting processes costs more
@@ -107,7 +106,9 @@ def _bleu2(hyp_len: int, ref_len: int, unigram_matches: int, bigram_matches: int
 
 def rouge_tokens(text: str) -> list[str]:
     """rouge-score's default tokenizer (no stemming)."""
-    return rouge_tokenize.tokenize(text, None)
+    from rouge_score import tokenize
+
+    return tokenize.tokenize(text, None)
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
@@ -150,7 +151,19 @@ def _chrf_pair(reference: list[Counter], candidate: list[Counter]) -> tuple[floa
         match = _matches(hyp_grams, ref_grams)
         forward += [n_hyp, n_ref, match]
         reverse += [n_ref, n_hyp, match]
-    return CHRF_METRIC._compute_f_score(forward), CHRF_METRIC._compute_f_score(reverse)
+    metric = _chrf()
+    return metric._compute_f_score(forward), metric._compute_f_score(reverse)
+
+
+@functools.cache
+def _chrf():
+    """sacrebleu's CHRF() with its defaults, made (and sacrebleu imported, a twentieth of a second) only
+    when a score is computed: the scores of texts seen before come from the metric cache."""
+    from sacrebleu.metrics.chrf import CHRF
+
+    metric = CHRF()
+    assert metric.char_order == CHRF_ORDER, "sacrebleu's default chrF order changed"
+    return metric
 
 
 # Many pairs ---------------------------------------------------------------------------------------

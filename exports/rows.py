@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from psycopg import sql as pgsql
 
 from annotation.models import (
     Annotation,
@@ -392,6 +391,8 @@ def _copy_rows(sql: str, params: list, types: tuple[str, ...], snapshot_id: str 
         raw = copier.connection
         with raw.transaction(), raw.cursor() as cursor:
             if snapshot_id:
+                from psycopg import sql as pgsql  # PostgreSQL only: not imported where SQLite is the database
+
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 # SET takes no bound parameters: the id (from pg_export_snapshot) goes in as a literal.
                 cursor.execute(pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot_id)))

@@ -46,11 +46,20 @@ print(json.dumps({"views": len(views), "modules": sorted(name.split(".")[0] for 
 """
 
 
-def _start_up(**environment: str) -> dict:
+COMPUTING_PROBE = """
+import json, sys
+import django
+django.setup()
+import analysis.computing
+print(json.dumps({"views": 0, "modules": sorted(name.split(".")[0] for name in sys.modules)}))
+"""
+
+
+def _start_up(probe: str = PROBE, **environment: str) -> dict:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "1", **environment}
     # The project's own interpreter, on a fixed probe script.
     done = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -67,3 +76,12 @@ def test_the_probe_sees_a_scientific_import_when_there_is_one():
     started = _start_up(DJANGO_SETTINGS_MODULE="tests.config.settings_importing_pandas")
 
     assert "pandas" in started["modules"]
+
+
+def test_the_results_computation_loads_neither_the_postgresql_driver_on_sqlite_nor_a_metric_package():
+    # The driver where the database is PostgreSQL only (0.1 s); sacrebleu and rouge-score only when a
+    # text's scores are not in the metric cache (analysis.metrics).
+    loaded = _start_up(COMPUTING_PROBE, DATABASE_URL="sqlite:///:memory:")["modules"]
+
+    assert {"pandas", "scipy", "matplotlib"} <= set(loaded)
+    assert sorted({"psycopg", "sacrebleu", "rouge_score", "nltk"} & set(loaded)) == []
