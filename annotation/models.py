@@ -829,11 +829,20 @@ class Assignment(models.Model):
         return f"{self.reader} -> {self.example} (slot {self.slot})"
 
     def save(self, *args, **kwargs) -> None:
-        if self.study_id is None or not self.task:
-            self.study_id, self.task = self.example.study_id, self.example.task
+        self.take_queue_of_example()
         adding = self._state.adding
         super().save(*args, **kwargs)
-        if adding and self.status == AssignmentStatus.OPEN:
+        if adding:
+            self.count_as_new()
+
+    def take_queue_of_example(self) -> None:
+        """The study and task of its example, where not set: a new assignment's queue."""
+        if self.study_id is None or not self.task:
+            self.study_id, self.task = self.example.study_id, self.example.task
+
+    def count_as_new(self) -> None:
+        """A new assignment in its reader's queue counters (annotation.queues), as save() counts it."""
+        if self.status == AssignmentStatus.OPEN:
             queues.count(
                 self.reader_id,
                 self.study_id,

@@ -124,13 +124,14 @@ class Inserted:
     Each value is what the ORM's insert sends (the field's pre_save, then get_db_prep_save: an
     auto_now_add time is set on the instance, JSON dumped, a UUID as the backend stores it). No
     save signals are sent and the model's save() is not called, so it is for models nothing listens
-    to and whose save() adds nothing to a new row's; and not for a field with a database default,
-    which the ORM leaves out of the statement."""
+    to and whose save() adds nothing to a new row's (or whose caller does what it adds); and not for a
+    field whose value is left to the database (a database default without a Python one, or any
+    expression), which the ORM leaves out of the statement or compiles."""
 
     def __init__(self, model: type[Model]) -> None:
         meta = model._meta
-        if any(field.has_db_default() for field in meta.local_concrete_fields):
-            raise ValueError(f"{meta.label} has a field with a database default: insert it with the ORM.")
+        if any(field.has_db_default() and not field.has_default() for field in meta.local_concrete_fields):
+            raise ValueError(f"{meta.label} has a field with only a database default: insert it with the ORM.")
         self.model = model
         self.pk = meta.pk
         self.fields = [field for field in meta.local_concrete_fields if field is not meta.pk]
@@ -139,7 +140,10 @@ class Inserted:
     def insert(self, instance: Model, connection: BaseDatabaseWrapper) -> Model:
         """Insert the new instance's row and set its pk (the database's), as save() would."""
         assert isinstance(instance, self.model) and instance._state.adding and instance.pk is None
-        values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in self.fields]
+        values = [field.pre_save(instance, True) for field in self.fields]
+        if any(hasattr(value, "resolve_expression") for value in values):
+            raise ValueError(f"{self.model._meta.label}: a value is an expression; insert it with the ORM.")
+        values = [field.get_db_prep_save(value, connection) for field, value in zip(self.fields, values, strict=True)]
         with connection.cursor() as cursor:
             cursor.execute(self._statement(connection), values)
             if connection.features.can_return_columns_from_insert:

@@ -14,6 +14,7 @@ from annotation.models import (
     AuditAction,
     AuditEvent,
     Example,
+    ReaderQueue,
     Study,
     Task,
 )
@@ -186,9 +187,42 @@ def test_an_inserted_audit_event_keeps_its_json_and_its_time():
     assert stored.created_at == event.created_at
 
 
-def test_a_model_with_a_database_default_is_left_to_the_orm():
-    with pytest.raises(ValueError, match="database default"):
+def test_a_value_left_to_the_database_is_left_to_the_orm(monkeypatch):
+    from django.db.models import NOT_PROVIDED, Value
+
+    study, readers, _ = make_reading_study(pairs=1, assign=False)
+    example = Example.objects.filter(study=study).first()
+    expressed = Assignment(example=example, reader=readers[0], slot=1, queue_order=1, held=Value(False))
+    expressed.take_queue_of_example()
+    with pytest.raises(ValueError, match="expression"):
+        insert(expressed, connection)
+    # A database default without a Python one: the ORM leaves the column out of its INSERT.
+    monkeypatch.setattr(Assignment._meta.get_field("held"), "default", NOT_PROVIDED)
+    with pytest.raises(ValueError, match="only a database default"):
         Inserted(Assignment)
+
+
+def test_an_inserted_assignment_is_the_row_and_the_count_that_save_makes():
+    study, readers, _ = make_reading_study(pairs=1, assign=False)
+    example = Example.objects.filter(study=study, task=Task.EQUIVALENCE).first()
+    saved = Assignment.objects.create(example=example, reader=readers[0], slot=1, queue_order=7)
+    mine = Assignment(example=example, reader=readers[1], slot=2, queue_order=7)
+    mine.take_queue_of_example()
+    insert(mine, connection)
+    mine.count_as_new()
+
+    rows = {row.reader_id: _fields(row) for row in Assignment.objects.filter(example=example)}
+    differ = ("id", "public_id", "reader_id", "slot", "created_at")
+    assert {k: v for k, v in rows[readers[1].pk].items() if k not in differ} == {
+        k: v for k, v in rows[readers[0].pk].items() if k not in differ
+    }
+    assert rows[readers[1].pk]["public_id"] == mine.public_id and mine.pk == rows[readers[1].pk]["id"]
+    counters = {
+        q.reader_id: (q.study_id, q.task, q.open_count, q.held_count, q.third_read_count)
+        for q in ReaderQueue.objects.filter(reader__in=readers[:2])
+    }
+    assert counters[readers[1].pk] == counters[readers[0].pk] == (study.pk, Task.EQUIVALENCE, 1, 0, 0)
+    assert saved.study_id == mine.study_id == study.pk
 
 
 def test_the_next_assignments_id_alone_is_the_next_assignments(django_assert_num_queries):
