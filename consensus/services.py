@@ -639,12 +639,12 @@ def eligible_readers(example: Example, *, limit: int | None = None) -> list[Abst
     ahead of them in this task (open and held) first: the read lands among many and their reserve
     can escort it (consensus.reserve). One query, whatever the queues' lengths.
 
-    Written by hand (annotation.rows) but for the conflicting examples, which stay
-    consensus.blinding's query: it runs on every third read routed, and the ORM took about 2 ms to
-    build and compile it (tests/consensus/test_eligible_readers.py holds it equal to the ORM's).
+    Written by hand (annotation.rows), the conflicting examples as consensus.blinding writes them: it
+    runs on every third read routed, and the ORM took about 2 ms to build and compile it
+    (tests/consensus/test_eligible_readers.py holds it equal to the ORM's).
     """
     study = example.study
-    conflicting, conflicting_params = _readers_of_conflicting_examples(example).query.sql_with_params()
+    conflicting, conflicting_params = blinding.conflicting_examples_sql(example, connection.ops.quote_name)
     statement = _ELIGIBLE_READERS.format(conflicting=conflicting, **_eligible_tables())
     params = [example.task, study.pk, MemberRole.READER, Role(MemberRole.READER).label, example.pk]
     with connection.cursor() as cursor:
@@ -665,7 +665,7 @@ def eligible_readers(example: Example, *, limit: int | None = None) -> list[Abst
 
 # The study's able readers (as StudyMember.objects.able) without an assignment on the example, each
 # with their open items in the study and their reads ahead in its task (queue counters), but for the
-# readers of conflicting examples (the last subquery, the ORM's).
+# readers of conflicting examples (the last subquery: consensus.blinding.conflicting_examples_sql).
 _ELIGIBLE_READERS = """SELECT {user_columns},
  COALESCE((SELECT SUM(q.open_count) FROM {queues} q WHERE q.reader_id = m.user_id AND q.study_id = m.study_id), 0),
  COALESCE((SELECT q.open_count + q.held_count FROM {queues} q
@@ -675,7 +675,7 @@ _ELIGIBLE_READERS = """SELECT {user_columns},
  AND EXISTS (SELECT 1 FROM {user_groups} ug JOIN {groups} g ON g.id = ug.group_id
    WHERE ug.user_id = m.user_id AND g.name = %s)
  AND NOT EXISTS (SELECT 1 FROM {assignments} x WHERE x.example_id = %s AND x.reader_id = m.user_id)
- AND NOT (m.user_id IN ({conflicting}))"""
+ AND NOT (m.user_id IN (SELECT c.reader_id FROM {assignments} c WHERE c.example_id IN ({conflicting})))"""
 
 
 @functools.cache
