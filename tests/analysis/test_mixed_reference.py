@@ -356,3 +356,29 @@ def test_fits_left_to_run_beside_other_work_fill_the_same_tables_and_document(pu
         pd.testing.assert_frame_equal(deferred.tables[name], whole.tables[name])
     assert deferred.document == whole.document
     assert with_fits(deferred, []) == []  # nothing left to run
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_the_fits_cholesky_is_scipys_bit_for_bit(lower):
+    from scipy import linalg
+
+    rng = np.random.default_rng(11)
+    keep = np.tril if lower else np.triu
+    for n in (1, 2, 5, 17, 40):
+        a = rng.normal(size=(n, n))
+        # Symmetric positive definite in the triangle that is read; noise in the other, which is not.
+        matrix = keep(a @ a.T + n * np.eye(n)) + (np.triu if lower else np.tril)(
+            rng.normal(size=(n, n)), 1 if lower else -1
+        )
+        for b in (rng.normal(size=n), rng.normal(size=(n, 3))):
+            factor = mixed._cholesky(matrix, lower=lower)
+            theirs = linalg.cho_factor(matrix, lower=lower)[0]
+            assert np.array_equal(keep(factor.T), keep(theirs))
+            assert np.array_equal(np.diag(factor), np.diag(theirs))
+            assert np.array_equal(mixed._cho_solve(factor, b, lower=lower), linalg.cho_solve((theirs, lower), b))
+    with pytest.raises(np.linalg.LinAlgError):
+        mixed._cholesky(-np.eye(3), lower=lower)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        mixed._cholesky(np.full((2, 2), np.nan), lower=lower)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        mixed._cho_solve(np.eye(2), np.array([1.0, np.inf]), lower=lower)
