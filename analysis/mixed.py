@@ -88,9 +88,10 @@ _POTRF, _POTRS = linalg.lapack.get_lapack_funcs(("potrf", "potrs"), (np.zeros((1
 
 
 def _cholesky(a: np.ndarray, *, lower: bool) -> np.ndarray:
-    """scipy.linalg.cho_factor(a, lower=lower)'s factor, transposed (cholesky(a, lower=lower)'s, but for
-    the other triangle, which neither reads). Raises what scipy raises: ValueError for a value that is
-    not finite, LinAlgError where a is not positive definite."""
+    """The Cholesky factor of a's lower (or upper) triangle, as scipy.linalg.cho_factor(a, lower=lower)
+    and cholesky(a, lower=lower) compute it, transposed: the same bits in that triangle and on the
+    diagonal (the other triangle is left as it was, and no solve reads it). Raises what scipy raises:
+    ValueError for a value that is not finite, LinAlgError where a is not positive definite."""
     a = np.ascontiguousarray(a, dtype=float)
     if not np.isfinite(a).all():
         raise ValueError("array must not contain infs or NaNs")

@@ -55,9 +55,9 @@ class Selected:
         model = self.model
         if not self._plain or pre_init.has_listeners(model) or post_init.has_listeners(model):
             return model.from_db(connection.alias, self.attnames, values)
-        # What from_db makes of a full row, without Model.__init__'s signals and setattr per field (most of
-        # the time a reading request spent making instances): each value straight into the instance's
-        # __dict__, where __init__'s setattr puts it (no column's attribute does more to a new instance).
+        # What from_db makes of a full row, without Model.__init__'s signals and setattr per field: each
+        # value straight into the instance's __dict__, where __init__'s setattr puts it (no column's
+        # attribute does more to a new instance).
         instance = model.__new__(model)
         state = instance._state = ModelState()
         state.adding, state.db = False, connection.alias
