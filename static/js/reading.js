@@ -303,17 +303,20 @@
 
   // After a panel swap the reader is on a new item (or told it was not stored): bring its heading
   // to the top of the viewport and focus it, so the next keys act on it without scrolling back.
+  // After a practice rating, the reference to compare with: its heading is focused and scrolled
+  // into view no further than needed, so that the report stays in sight where it fits.
   // A refused rating instead focuses the first invalid field (app.js marks and focuses it).
   function showSwappedPanel(panel) {
     if (panel.querySelector("[aria-invalid=true]")) {
       return;
     }
-    const heading = panel.querySelector("#reading-heading");
+    const feedback = panel.querySelector("#feedback-heading");
+    const heading = feedback || panel.querySelector("#reading-heading");
     if (!heading) {
       return;
     }
     heading.focus({ preventScroll: true });
-    heading.scrollIntoView({ block: "start", inline: "nearest", behavior: "instant" });
+    heading.scrollIntoView({ block: feedback ? "nearest" : "start", inline: "nearest", behavior: "instant" });
     const saved = panel.querySelector("#saved-notice .saved-text");
     const notice = panel.querySelector(".notice");
     // "Item 7, Task 1. Saved: Item 6, Minor Issues. <notice>"

@@ -97,7 +97,9 @@ def test_a_reader_practises_with_feedback_before_the_first_real_item(
     page.keyboard.press("Control+Enter")
 
     feedback = page.locator(".practice-feedback")
-    expect(feedback.get_by_role("heading", name="Compare with the reference")).to_be_visible()
+    # Focus moves to the reference to compare with (not lost to the page), and it is in view.
+    expect(feedback.get_by_role("heading", name="Compare with the reference")).to_be_focused()
+    expect(feedback.get_by_role("heading", name="Compare with the reference")).to_be_in_viewport()
     expect(feedback).to_contain_text("Major Issues")
     expect(feedback).to_contain_text("Realistic")
     expect(feedback).to_contain_text("Routine wording.")
