@@ -89,7 +89,7 @@ def test_a_reader_practises_with_feedback_before_the_first_real_item(
     log_in(page, queue_reader)
 
     open_queue(page)
-    expect(page.locator(".reading-header .task")).to_have_text("Practice · Task 1: Realism")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Practice · Task 1: Realism")
     page.keyboard.press("3")
     # Choosing keeps focus on the choice (WCAG 3.2.2): Tab goes on to the rationale.
     page.keyboard.press("Tab")
