@@ -24,7 +24,6 @@ from django.db.models import (
     Exists,
     OuterRef,
     Q,
-    QuerySet,
 )
 from django.db.transaction import TransactionManagementError
 from django.tasks import task
@@ -619,22 +618,13 @@ def _why_no_reader(example: Example) -> str:
     )
 
 
-def _readers_of_conflicting_examples(example: Example) -> QuerySet:
-    """The readers who have or had an assignment on an example that shares a conflict key with this
-    one (consensus.blinding), this one included: read from the exam's few examples' assignments,
-    whatever the length of anyone's queue.
-
-    Any status counts: open or rated, voided (the reader saw the text) and withdrawn after being
-    shown. Only a withdrawn assignment the reader never saw, which is deleted, does not.
-    """
-    return Assignment.objects.filter(example__in=blinding.conflicting_examples(example)).values("reader_id")
-
-
 def eligible_readers(example: Example, *, limit: int | None = None) -> list[AbstractBaseUser]:
     """Readers of the study who may read this example now, best first (the first `limit` of them).
 
     Never one who has (or had) an assignment on it or on an example it conflicts with (the same
-    report text; keeping versions apart, the same exam: consensus.blinding). Without a reserve,
+    report text; keeping versions apart, the same exam: consensus.blinding), whatever its status:
+    open or rated, voided (the reader saw the text), withdrawn after being shown. Only a withdrawn
+    assignment the reader never saw, which is deleted, does not count. Without a reserve,
     least loaded (open items in the study, from the queue counters) first. With one, the most reads
     ahead of them in this task (open and held) first: the read lands among many and their reserve
     can escort it (consensus.reserve). One query, whatever the queues' lengths.

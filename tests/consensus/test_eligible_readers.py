@@ -15,7 +15,8 @@ from annotation.models import (
     StudyMember,
     tiebreak,
 )
-from consensus.services import _readers_of_conflicting_examples, eligible_readers
+from consensus.blinding import conflicting_examples
+from consensus.services import eligible_readers
 from tests.factories import make_reading_study
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +40,8 @@ def _by_the_orm(example: Example) -> list:
         )
         .select_related("user")
     )
-    members = members.exclude(user_id__in=_readers_of_conflicting_examples(example))
+    conflicting = Assignment.objects.filter(example__in=conflicting_examples(example)).values("reader_id")
+    members = members.exclude(user_id__in=conflicting)
     if study.reserve_percent:
         ranked = sorted(members, key=lambda m: (-m.ahead, tiebreak(study.seed, "route", example.public_id, m.user_id)))
     else:
