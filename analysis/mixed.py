@@ -532,8 +532,16 @@ def _deriv12_hessian(func: Callable[[np.ndarray], float], x: np.ndarray, delta: 
     return H
 
 
-def fit_glmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) -> LogisticFit | NotComputable:
-    """Laplace fit of a logistic model of y (0/1) on X with a random intercept per term's levels."""
+def fit_glmm(
+    y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray], *, max_variance: float | None = None
+) -> LogisticFit | NotComputable:
+    """Laplace fit of a logistic model of y (0/1) on X with a random intercept per term's levels.
+
+    With max_variance, each random intercept's variance is searched up to it, and a fit that ends there
+    says why it is not computable: near-complete separation, where the likelihood keeps falling, ever
+    more slowly, as a variance grows without bound. Searched without a bound, such a fit crept along the
+    flat likelihood for thousands of evaluations (three quarters of the demo's logistic fits' time) to
+    stop at an arbitrary point."""
     y = np.asarray(y, dtype=float)
     X = np.asarray(X, dtype=float)
     n, p = X.shape
@@ -550,16 +558,26 @@ def fit_glmm(y, X: np.ndarray, names: list[str], terms: dict[str, np.ndarray]) -
     laplace = _Laplace(y, X, terms)
     k = len(terms)
     start_beta = _logistic_start(y, X)
+    top = None if max_variance is None else float(np.sqrt(max_variance))
     best = None
+    # The search stops when an iteration lowers the deviance by less than 1e-12 of it: its gradient is
+    # taken by differences, good to about 1e-8, and a stricter stop (1e-15) took a third more
+    # evaluations for nothing: on the stored data the fits' largest distance from glmer's, as a share of
+    # the tests' tolerance, was 0.528 with it and is 0.531 without.
     for start_theta in (np.ones(k), np.full(k, 0.1)):
         laplace.u = (np.zeros(laplace.sizes[laplace.big]), np.zeros(laplace.q2))
         result = optimize.minimize(
             laplace.deviance, np.concatenate([start_theta, start_beta]), method="L-BFGS-B",
-            bounds=[(0, None)] * k + [(None, None)] * p, options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 5000},
+            bounds=[(0, top)] * k + [(None, None)] * p, options={"ftol": 1e-12, "gtol": 1e-9, "maxiter": 5000},
         )  # fmt: skip
         if best is None or result.fun < best.fun:
             best = result
     par = best.x
+    if top is not None and np.any(par[:k] >= top * (1 - 1e-9)):
+        return NotComputable(
+            f"a random-effect variance reaches {max_variance:g} on the logit scale, where the search stops "
+            "(near-complete separation: the likelihood is flat, so the estimate and its interval are not determined)"
+        )
     deviance = laplace.deviance(par)
     H = _deriv12_hessian(laplace.deviance, par)
     try:

@@ -45,8 +45,9 @@ THIRD_READ_NOTE = (
 # coefficient's variance rests on its units (the published design has 10 per variation).
 MIN_EXAMS = paired.fewest_exams()
 MIN_AGREEMENT_EXAMPLES = 10
-# A random intercept's variance beyond this on the logit scale (an SD of 10: odds multiplied by e^10
-# between two readers) means the likelihood is flat towards separation: the estimates are not shown.
+# A random intercept's variance that reaches this on the logit scale (an SD of 10: odds multiplied by
+# e^10 between two readers) means the likelihood is flat towards separation: the search stops there
+# and the estimates are not shown.
 MAX_LOGIT_VARIANCE = 100.0
 # Laplace fits take seconds per few thousand reads (bench/mixed.py --logistic); larger groups are not fitted.
 MAX_LOGISTIC_READS = 20_000
@@ -88,8 +89,9 @@ METHODS = {
         "a fixed effect for the alternative and the same crossed random intercepts, fitted by Laplace's "
         "approximation as lme4's glmer fits it by default (analysis.mixed; equal to glmer on stored data, "
         "estimates to 1e-5, standard errors from the same finite-difference Hessian to 1e-4); the odds ratio "
-        "(alternative against original) with a Wald 95% interval and p-value. A fit whose random-effect variance "
-        f"exceeds {MAX_LOGIT_VARIANCE:.0f} on the logit scale (near-complete separation) is not shown. Fewer than "
+        "(alternative against original) with a Wald 95% interval and p-value. Each random-effect variance is "
+        f"searched up to {MAX_LOGIT_VARIANCE:.0f} on the logit scale; a fit that reaches it (near-complete separation) "
+        "is not shown. Fewer than "
         f"{MIN_EXAMS} exams: estimate only."
     ),
     "equivalence_margin": (
@@ -668,7 +670,13 @@ def _logistic_row(level: str, group: str, part: pd.DataFrame) -> dict:
         )
         return row | {"method": "", "note": "; ".join(notes)}
     X = np.column_stack([np.ones(len(part)), part["alternative"].to_numpy()])
-    fit = mixed.fit_glmm(part["realistic"].to_numpy(), X, ["(Intercept)", "alternative"], terms) if len(part) else None
+    fit = (
+        mixed.fit_glmm(
+            part["realistic"].to_numpy(), X, ["(Intercept)", "alternative"], terms, max_variance=MAX_LOGIT_VARIANCE
+        )
+        if len(part)
+        else None
+    )
     if fit is None or isinstance(fit, stats.NotComputable):
         notes.insert(0, fit.reason if fit is not None else "no reads")
         return row | {"method": "", "note": "; ".join(notes)}
@@ -680,14 +688,6 @@ def _logistic_row(level: str, group: str, part: pd.DataFrame) -> dict:
         + (" + (1 | reader:variation)" if "reader x variation" in terms else "")
         + "; Wald z test",
     }
-    largest = max(fit.variances.values())
-    if largest > MAX_LOGIT_VARIANCE:
-        notes.insert(
-            0,
-            f"not shown: a random-effect variance of {largest:.0f} on the logit scale (near-complete separation: "
-            "the likelihood is flat, so the estimate and its interval are not determined)",
-        )
-        return row | {"note": "; ".join(notes)}
     estimate, se, low, high, p = fit.wald("alternative")
     row |= {"log_odds_ratio": estimate, "se": se, "odds_ratio": float(np.exp(estimate))}
     if n_exams < MIN_EXAMS:
