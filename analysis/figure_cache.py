@@ -11,8 +11,9 @@ the least recently used dropped first.
 import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
+from functools import cache
+from importlib import metadata
 
-import matplotlib
 import pandas as pd
 
 # Bump when any figure's drawing code changes: its cached bytes are not reused.
@@ -35,7 +36,14 @@ def digest(frames: Iterable[tuple[str, pd.DataFrame]]) -> str:
 def content_key(name: str, *digests: str) -> str:
     """A figure's key: its name and the digests of the data it reads (several figures drawn from the
     same tables share one digest, computed once), with the drawing code's version."""
-    return hashlib.sha256("|".join([str(STYLE), matplotlib.__version__, name, *digests]).encode()).hexdigest()
+    return hashlib.sha256("|".join([str(STYLE), _matplotlib_version(), name, *digests]).encode()).hexdigest()
+
+
+@cache
+def _matplotlib_version() -> str:
+    """The installed matplotlib's version, read without importing it: a figure's key is made where
+    nothing is drawn (analysis.figure_jobs)."""
+    return metadata.version("matplotlib")
 
 
 def cached(key: str) -> dict[str, bytes] | None:

@@ -1,6 +1,7 @@
 """What every results figure shares: journal sizes and type, rows grouped by the taxonomy's
 dimensions, intervals that say where they run past the axis, counts aligned with their rows, and
-rendering to SVG, PNG (300 dpi) and PDF with the same bytes for the same figure.
+rendering to SVG, PNG (300 dpi) and PDF with the same bytes for the same figure (`draw`, which
+analysis.figure_jobs calls for each figure to draw).
 
 Matplotlib's Agg backend and no pyplot state: safe in a web worker and in a command.
 """
@@ -22,12 +23,11 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from PIL import Image, PngImagePlugin
 
-from analysis import figure_cache, figure_fonts, parallel
-from analysis.names import OTHER_DIMENSION, group_label
+from analysis import figure_fonts
+from analysis.names import FIGURE_FORMATS, OTHER_DIMENSION, group_label
 
 matplotlib.use("Agg")
 
-FORMATS = ("svg", "png", "pdf")
 DPI = 300
 # Journal widths, inches: one column (89 mm), one and a half (140 mm) and two (183 mm).
 SINGLE_COLUMN, ONE_AND_A_HALF_COLUMNS, DOUBLE_COLUMN = 3.5, 5.5, 7.2
@@ -154,7 +154,7 @@ def draw(draw_figure: Callable[[], Figure]) -> dict[str, bytes]:
         saved["pdf"] = save(figure, "pdf")
         figure_fonts.name_whole_font(figure)
         saved["svg"] = save(figure, "svg")
-        return {fmt: saved[fmt] for fmt in FORMATS}
+        return {fmt: saved[fmt] for fmt in FIGURE_FORMATS}
 
 
 def _lay_out(figure: Figure) -> None:
@@ -178,22 +178,6 @@ def _no_empty_label_placing(figure: Figure) -> None:
         for axis in (axes.xaxis, axes.yaxis):
             if not axis.get_label_text():
                 axis.set_label_coords(0, 0)
-
-
-def render_many(
-    figures: dict[str, Callable[[], Figure]], run: Callable[[list], list] = parallel.run_all
-) -> dict[str, dict[str, bytes]]:
-    """Every figure (content key -> drawing function) in every format: the cached bytes where a
-    figure was drawn before (figure_cache), the others drawn once each by `run` (by default in
-    parallel processes where that pays, analysis.parallel; results.with_fits runs other work beside)."""
-    out = {key: found for key in figures if (found := figure_cache.cached(key)) is not None}
-    missing = [key for key in figures if key not in out]
-    figure_fonts.cut_family()  # the cut fonts made and registered once, before any process forks
-    drawn = run([partial(draw, figures[key]) for key in missing])
-    for key, formats in zip(missing, drawn, strict=True):
-        figure_cache.keep(key, formats)
-        out[key] = formats
-    return {key: out[key] for key in figures}
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,12 @@
 """Figures over the result tables, sized and typeset for a journal (analysis.figure_layout).
 
-`render_figure(results, name, fmt)` returns one figure as SVG, PNG (300 dpi) or PDF bytes;
-`render_figures(results, outdir)` writes every figure in `FIGURES` in the three formats. A figure
+`figure_of(results, name)` draws one figure of `FIGURES` (or of `JUDGE_FIGURES`), which
+analysis.figure_jobs keys, caches and saves in SVG, PNG (300 dpi) and PDF. A figure
 whose data are missing (no Task 2 examples yet, a filter that leaves nothing) says so in the figure
 instead of failing. Rows are the variations by their taxonomy labels, grouped under the dimensions,
 then all variations together. Palette: Okabe & Ito's colour-blind-safe colours. No figure carries a
 title: its title and caption are written beside it (analysis.names.TITLES and CAPTIONS).
 """
-
-from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,10 +14,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from analysis import figure_cache
 from analysis.figure_layout import (
     DOUBLE_COLUMN,
-    FORMATS,
     ONE_AND_A_HALF_COLUMNS,
     SCALE_COLOURS,
     SINGLE_COLUMN,
@@ -30,14 +25,13 @@ from analysis.figure_layout import (
     lines,
     new_figure,
     positions,
-    render_many,
     right_labels,
     row_labels,
     symmetric_limits,
 )
 from analysis.judge_figures import draw_judge_figure
-from analysis.names import FIGURES, JUDGE_FIGURES, variation_labels
-from analysis.results import LABELS, Results
+from analysis.names import JUDGE_FIGURES, variation_labels
+from analysis.result_data import LABELS, Results
 
 MEASURE_COLOUR = "#0072B2"
 RANGE_COLOUR = "#56B4E9"
@@ -55,71 +49,9 @@ LIVE_MEASURES = (
 TASK_TITLES = {"task1": "Task 1, realism", "task2": "Task 2, equivalence"}
 
 
-def render_figure(results: Results, name: str, fmt: str = "svg") -> bytes:
-    """One figure of `FIGURES` (or, with judges, of `JUDGE_FIGURES`) as SVG, PNG or PDF bytes."""
-    if name not in FIGURES and name not in JUDGE_FIGURES:
-        raise ValueError(f"figure {name!r}: unknown; the figures are {', '.join(FIGURES + JUDGE_FIGURES)}.")
-    if fmt not in FORMATS:
-        raise ValueError(f"format {fmt!r}: use svg, png or pdf.")
-    [formats] = render_many(jobs(results, [name])).values()
-    return formats[fmt]
-
-
-# What each figure reads: its tables, and whether the study's margins. Every figure also reads the
-# taxonomy's labels. A figure is drawn from these alone, so that its content key covers all it sees.
-READS = {
-    "task1_ratings": (("task1_ratings",), False),
-    "task2_ratings": (("task2_ratings",), False),
-    "task1_forest": (("task1_degradation",), False),
-    "task1_realistic_forest": (("task1_realistic_difference",), True),
-    "agreement": (("agreement",), False),
-    "judges_confusion": (("judge_confusion",), False),
-    "judges_vs_readers": (("judge_vs_readers",), False),
-}
-
-
-def jobs(results: Results, names) -> dict[str, object]:
-    """Each figure's content key -> the function that draws it. A figure is given only what it reads
-    (READS): the same tables, labels and margins give the same figure (figure_cache), and a change
-    elsewhere in the results (another table, another filter's agreement rows) does not draw it again."""
-    variations = pd.DataFrame(results.document.get("variations", []), columns=["key", "label", "dimension"])
-    margins = results.document.get("margins", {})
-    labels = figure_cache.digest([("variations", variations)])
-    out = {}
-    for name in names:
-        table_names, with_margins = READS[name]
-        tables = {table: results.tables[table] for table in table_names if table in results.tables}
-        document = {"variations": results.document.get("variations", [])}
-        if with_margins:
-            document["margins"] = margins
-        seen = sorted(tables.items()) + ([("margins", pd.DataFrame([margins]))] if with_margins else [])
-        key = figure_cache.content_key(name, figure_cache.digest(seen), labels)
-        out[key] = partial(_figure_of, Results(document=document, tables=tables), name)
-    return out
-
-
-def _figure_of(results: Results, name: str) -> Figure:
+def figure_of(results: Results, name: str) -> Figure:
+    """The figure `name` (of FIGURES or JUDGE_FIGURES) of these results, to be saved (analysis.figure_jobs)."""
     return draw_judge_figure(results.tables, name) if name in JUDGE_FIGURES else _DRAW[name](results)
-
-
-def render_figures(results: Results, outdir: str | Path) -> list[Path]:
-    """Write every figure as <name>.svg, .png and .pdf into outdir; return the paths written."""
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    names = figure_names(results)
-    drawn = render_many(jobs(results, names))
-    written = []
-    for name, formats in zip(names, drawn.values(), strict=True):
-        for fmt, data in formats.items():
-            path = outdir / f"{name}.{fmt}"
-            path.write_bytes(data)
-            written.append(path)
-    return written
-
-
-def figure_names(results: Results) -> tuple[str, ...]:
-    """The figures of these results: the study's, and the judges' when there are judge tables."""
-    return FIGURES + (JUDGE_FIGURES if "judge_agreement" in results.tables else ())
 
 
 def _shares(table: pd.DataFrame, groups: list[str], extra: dict | None = None) -> tuple[np.ndarray, np.ndarray]:

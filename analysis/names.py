@@ -38,6 +38,7 @@ JUDGE_TITLES = {
     "judges_confusion": "Automated judges: judge rating against the consensus",
     "judges_vs_readers": "Automated judges: agreement with a single radiologist vs between two radiologists",
 }
+FIGURE_FORMATS = ("svg", "png", "pdf")  # each figure is saved in every one (analysis.figure_layout.draw)
 FIGURES = ("task1_ratings", "task2_ratings", "task1_forest", "task1_realistic_forest", "agreement")
 # Each figure's one-sentence caption, written beside it (the page, results.md): the figure itself
 # carries no title, as a journal sets its own.

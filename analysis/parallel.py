@@ -1,5 +1,6 @@
 """Independent pieces of an analysis run side by side in forked processes: the figures, and the mixed
-models' fits.
+models' fits. A command can also start its processes early (early_processes), before it imports the
+jobs' libraries: see run_beside.
 
 A fork inherits the parent's modules and data, so a job is any function of no arguments, and nothing
 is imported again or pickled on the way in (only each job's result is pickled on the way back).
@@ -132,6 +133,71 @@ def _forked[T](jobs: list[Callable[[], T]], workers: int) -> list[T] | None:
     finally:
         _jobs = []
         gc.unfreeze()
+
+
+# Processes started early (early_processes), which run_beside sends jobs to while they are there.
+_early: ProcessPoolExecutor | None = None
+
+
+@contextmanager
+def early_processes(ready: Callable[[], None]) -> Iterator[None]:
+    """Within it, run_beside sends its jobs to processes forked on entering it (one per core), each of
+    which first runs `ready` (imports what the jobs need), while this process goes on: importing and
+    computing what the jobs will be given. A job is then pickled on its way, as its result is on the
+    way back. Nothing is started where run_all would not fork (can_fork), nor within another
+    early_processes; run_beside then runs as run_all does."""
+    global _early
+    pool = None
+    if _early is None:
+        with ExitStack() as paused:  # as _forked: the threads that stop for forks, stopped
+            for owner in _pausable:
+                paused.enter_context(owner.paused())
+            close_database_pools()
+            if can_fork():
+                context = multiprocessing.get_context("fork")
+                pool = ProcessPoolExecutor(
+                    max_workers=cores(), mp_context=context, initializer=_early_child, initargs=(ready,)
+                )
+                pool.submit(int)  # with fork, the pool starts all its processes at its first job
+    if pool is None:
+        yield
+        return
+    _early = pool
+    try:
+        yield
+    finally:
+        _early = None
+        pool.shutdown(cancel_futures=True)
+
+
+def early_processes_started() -> bool:
+    return _early is not None
+
+
+def run_beside[T, U](jobs: list[Callable[[], T]], here: list[Callable[[], U]]) -> tuple[list[T], list[U]]:
+    """The results of `jobs` and of `here`, each in order. Where early_processes started processes,
+    `jobs` go to them and `here` runs in this process meanwhile; otherwise both run together by run_all.
+    A job's exception is raised here."""
+    pool = _early
+    if pool is None or not jobs:
+        done = run_all([*jobs, *here])
+        return done[: len(jobs)], done[len(jobs) :]
+    futures = [pool.submit(job) for job in jobs]
+    try:
+        with threadpoolctl.threadpool_limits(1):  # one BLAS thread here too, beside the processes (_child)
+            beside = [job() for job in here]
+        return [future.result() for future in futures], beside
+    finally:
+        for future in futures:
+            future.cancel()  # after an exception, those not started are not run
+
+
+def _early_child(ready: Callable[[], None]) -> None:
+    _child()
+    ready()
+    # What `ready` imported lives as long as the process: out of the collector's reach, as the parent's
+    # objects are in a process forked late (_forked), so that no collection walks it again.
+    gc.freeze()
 
 
 def _child() -> None:

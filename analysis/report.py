@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures, presentation, sensitivity_figures, sensitivity_presentation, writeup
-from analysis.figure_layout import render_many
-from analysis.figures import figure_names, render_figures
+from analysis import figure_jobs, presentation, sensitivity_presentation, writeup
+from analysis.figure_jobs import figure_names, render_figures, render_many
 from analysis.judge_presentation import judges_section
 from analysis.names import CAPTIONS, FIGURES, JUDGE_FIGURES, TITLES, variation_labels
-from analysis.results import Results, with_fits
-from analysis.sensitivity import Sensitivity
+from analysis.result_data import Results, Sensitivity
+from analysis.results import with_fits
 from analysis.sensitivity_report import write_sensitivity
 
 
@@ -37,9 +36,10 @@ def write_analysis(results: Results, outdir: str | Path, sensitivity: Sensitivit
     variations = variation_labels(results.document)
     # The longest first (four panels), so that no process is left drawing it alone at the end.
     names = sorted(figure_names(results), key=lambda name: name != "agreement")
-    jobs = figures.jobs(results, names)
+    jobs = figure_jobs.jobs(results, names)
     if sensitivity is not None:
-        jobs |= sensitivity_figures.jobs(sensitivity, list(sensitivity_figures.figure_names(sensitivity)), variations)
+        metric_figures = list(figure_jobs.sensitivity_figure_names(sensitivity))
+        jobs |= figure_jobs.sensitivity_jobs(sensitivity, metric_figures, variations)
     render_many(jobs, run=partial(with_fits, results))  # kept by figure_cache, where the writers find them
     write_results(results, outdir)
     if sensitivity is not None:

@@ -13,7 +13,7 @@ A number the data do not define is empty (None) with the reason in the row's `no
 """
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -25,11 +25,9 @@ from analysis.frames import ReleaseFrames
 from analysis.judges import METHODS as JUDGE_METHODS
 from analysis.judges import JudgeInputError, judge_tables
 from analysis.names import SCHEMA
+from analysis.result_data import LABELS, Fits, Results
 from annotation.taxonomy import DEFAULT_TAXONOMY
 
-TASK1_LABELS = ("Realistic", "Minor Issues", "Major Issues")
-TASK2_LABELS = ("Equivalent", "Minor Discrepancy", "Major Discrepancy")
-LABELS = {"task1": TASK1_LABELS, "task2": TASK2_LABELS}
 TASK_ALIASES = {"task1": "task1", "realism": "task1", "task2": "task2", "equivalence": "task2"}
 REPORT_TYPES = ("original", "alternative")
 TASK1_KEY = ["dataset", "study_id", "reref_variation", "report_type"]
@@ -146,34 +144,17 @@ class AnalysisInputError(ValueError):
     """The frames hold a value the analysis cannot read; the message names the table, column and value."""
 
 
-@dataclass
-class Fits:
-    """Model fits that analyze(..., defer_fits=True) left to run: `jobs` (functions of no arguments, each
-    returning a table row) and `finish`, which puts the rows into the results' tables and document."""
-
-    jobs: list[Callable[[], dict]]
-    finish: Callable[[list[dict]], None]
-
-
-@dataclass
-class Results:
-    document: dict
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    # The mixed models' fits, while they have not been run (with_fits runs them).
-    fits: Fits | None = None
-
-
 def with_fits[T](results: Results, jobs: list[Callable[[], T]]) -> list[T]:
-    """Run these jobs and the results' deferred fits (if any) together, side by side in forked processes
-    (analysis.parallel): the jobs first (the figures, the longest), then the fits, whose tables and
+    """Run these jobs and the results' deferred fits (if any) together (analysis.parallel.run_beside):
+    side by side in forked processes, the jobs first (the figures, the longest), then the fits; or,
+    where processes were started early to draw, the jobs there and the fits here. The fits' tables and
     document rows are filled in. Returns the jobs' results."""
     fits = results.fits
-    if fits is None:
-        return parallel.run_all(jobs)
-    done = parallel.run_all([*jobs, *fits.jobs])
-    results.fits = None
-    fits.finish(done[len(jobs) :])
-    return done[: len(jobs)]
+    done, rows = parallel.run_beside(jobs, fits.jobs if fits is not None else [])
+    if fits is not None:
+        results.fits = None
+        fits.finish(rows)
+    return done
 
 
 def analyze(

@@ -15,7 +15,7 @@ negative correlation; a number the data do not define is None with the reason in
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,7 @@ from scipy import stats as scipy_stats
 from analysis import metrics
 from analysis.metrics import MetricCache, Progress
 from analysis.names import DIRECTIONS, FORWARD, REVERSE
+from analysis.result_data import Sensitivity
 
 KEY = ["dataset", "study_id", "reref_variation"]
 PAIR_TEXTS = [*KEY, "original", "alternative"]
@@ -66,15 +67,6 @@ COLUMNS = [
     "n_major", "mean_major", "median_major", "q1_major", "q3_major",
     "drop_from_perfect", "spearman_rho", "ci_low", "ci_high", "note",
 ]  # fmt: skip
-
-
-@dataclass
-class Sensitivity:
-    """The table (COLUMNS), the per-pair scores with their consensus, and the JSON document."""
-
-    table: pd.DataFrame
-    scores: pd.DataFrame
-    document: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,9 @@
 """Box and strip plots of a metric per variation: clinically equivalent pairs against Major Discrepancy.
 
-A layer over `analysis.sensitivity.Sensitivity` (its per-pair scores), drawn like the results'
+A layer over the per-pair scores of `analysis.sensitivity.Sensitivity`, drawn like the results'
 figures (analysis.figure_layout: journal sizes, rows by taxonomy label under their dimensions, SVG,
 PNG and PDF). One figure per metric and direction, named by `figure_name`.
 """
-
-from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,71 +13,20 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from analysis import figure_cache, metrics
+from analysis import metrics
 from analysis.figure_layout import (
     ONE_AND_A_HALF_COLUMNS,
     height,
     lines_of,
     new_figure,
     positions,
-    render_many,
     right_labels,
     row_labels,
 )
-from analysis.names import REVERSE, figure_name
-from analysis.sensitivity import Sensitivity
 
 COLOURS = {"equivalent": "#0072B2", "major": "#D55E00"}  # Okabe & Ito
 MAX_POINTS = 150  # per box: a seeded sample of the points is drawn over the box
 SEED = 0
-
-
-def figure_names(sensitivity: Sensitivity) -> dict[str, dict]:
-    """Every figure's name -> its metric, direction and title."""
-    names = {}
-    for entry in sensitivity.document["metrics"]:
-        name = figure_name(entry["metric"], entry["direction"])
-        reverse = " (reverse: the rewrite as the reference)" if entry["direction"] == REVERSE else ""
-        names[name] = entry | {
-            "figure_title": f"{entry['title']}{reverse}: clinically equivalent vs major, per variation"
-        }
-    return names
-
-
-def render(sensitivity: Sensitivity, name: str, fmt: str = "svg", variations: dict | None = None) -> bytes:
-    if name not in figure_names(sensitivity):
-        raise ValueError(f"figure {name!r}: unknown.")
-    [formats] = render_many(jobs(sensitivity, [name], variations or {})).values()
-    return formats[fmt]
-
-
-def jobs(sensitivity: Sensitivity, names, variations: dict) -> dict:
-    """Each figure's content key -> the function that draws it: a figure reads its entry, the per-pair
-    scores and the taxonomy's labels only (figure_cache)."""
-    entries = figure_names(sensitivity)
-    labels = pd.DataFrame([{"key": key, **value} for key, value in sorted(variations.items())])
-    shared = figure_cache.digest([("scores", sensitivity.scores), ("variations", labels)])
-    jobs = {}
-    for name in names:
-        entry = entries[name]
-        entry_frame = pd.DataFrame([{key: str(value) for key, value in sorted(entry.items())}])
-        key = figure_cache.content_key(name, figure_cache.digest([("entry", entry_frame)]), shared)
-        jobs[key] = partial(_draw, sensitivity, entry, variations)
-    return jobs
-
-
-def render_all(sensitivity: Sensitivity, outdir: str | Path, variations: dict | None = None) -> list[Path]:
-    """Write every figure as <name>.svg, .png and .pdf into outdir; return the paths written."""
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    names = list(figure_names(sensitivity))
-    written = []
-    for name, formats in zip(names, render_many(jobs(sensitivity, names, variations or {})).values(), strict=True):
-        for fmt, data in formats.items():
-            path = outdir / f"{name}.{fmt}"
-            path.write_bytes(data)
-            written.append(path)
-    return written
 
 
 BOX_HEIGHT = 0.32
@@ -108,9 +54,9 @@ def box_plots(axes, boxes: list[tuple[float, np.ndarray]], colour: str) -> None:
     axes.add_collection(LineCollection(medians, colors=colour, linewidths=1.2, zorder=BOX_ZORDER + 0.1))
 
 
-def _draw(sensitivity: Sensitivity, entry: dict, variations: dict) -> Figure:
-    scores = sensitivity.scores
-    scores = scores[(scores["metric"] == entry["metric"]) & (scores["direction"] == entry["direction"])]
+def draw(scores: pd.DataFrame, entry: dict, variations: dict) -> Figure:
+    """The figure of one metric and direction (`entry`) from its per-pair scores (the columns
+    analysis.figure_jobs.SCORED)."""
     present = set(scores["reref_variation"])
     order = [key for key in variations if key in present] + sorted(present - set(variations))
     rows = lines_of(order, variations)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.figure_jobs import render_sensitivity_figures, sensitivity_figure_names
 from analysis.frames import ReleaseFrames
 from analysis.metric_import import MetricFile
 from analysis.metrics import MetricCache, Progress
 from analysis.names import IMPORTED, metric_caption
 from analysis.results import Results, in_taxonomy_order
 from analysis.sensitivity import KEY, SCORES, Sensitivity, builtin_scores, release_pair_texts, sensitivity
-from analysis.sensitivity_figures import figure_names, render_all
 from annotation.importing import ImportProblem, ImportRejected
 
 TABLE = "metric_sensitivity"
@@ -37,11 +37,11 @@ def write_sensitivity(result: Sensitivity, outdir: str | Path, variations: dict 
     outdir = Path(outdir)
     (outdir / "tables").mkdir(parents=True, exist_ok=True)
     result.scores.to_csv(outdir / "tables" / "metric_scores.csv", index=False, na_rep="", lineterminator="\n")
-    render_all(result, outdir / "figures", variations)
+    render_sensitivity_figures(result, outdir / "figures", variations)
     markdown = outdir / "results.md"
     if markdown.is_file():
         lines = ["", f"## {TITLE}: figures", ""]
-        for name, entry in figure_names(result).items():
+        for name, entry in sensitivity_figure_names(result).items():
             lines += [
                 f"![{entry['figure_title']}](figures/{name}.png)",
                 "",

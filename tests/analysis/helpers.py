@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
-from analysis.results import TASK1_LABELS, TASK2_LABELS
+from analysis.result_data import TASK1_LABELS, TASK2_LABELS
 
 
 def _consensus(reads: tuple[int, ...], adjudication: int | None) -> tuple[int, str]:

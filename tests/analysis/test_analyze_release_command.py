@@ -5,8 +5,7 @@ from importlib.metadata import version
 import pytest
 from django.core.management import CommandError, call_command
 
-from analysis.figures import FIGURES
-from analysis.names import CAPTIONS
+from analysis.names import CAPTIONS, FIGURES
 from analysis.release_folder import read_release
 from analysis.results import analyze
 from analysis.writeup import summary_markdown

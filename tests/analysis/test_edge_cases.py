@@ -6,7 +6,8 @@ import math
 import pytest
 
 from analysis import report
-from analysis.figures import FIGURES, render_figure
+from analysis.figure_jobs import render_figure
+from analysis.names import FIGURES
 from analysis.report import write_results
 from analysis.results import analyze
 from tests.analysis.helpers import make_frames

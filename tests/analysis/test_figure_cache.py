@@ -19,8 +19,9 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from PIL import Image
 
 from analysis import figure_cache, figure_layout, figures
-from analysis.figure_layout import FORMATS, LAYOUT_TABLES
-from analysis.figures import render_figure
+from analysis.figure_jobs import render_figure
+from analysis.figure_layout import LAYOUT_TABLES
+from analysis.names import FIGURE_FORMATS, FIGURES
 from analysis.results import Margins, analyze
 from tests.analysis.helpers import make_frames
 
@@ -31,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def draws(monkeypatch):
     figure_cache.clear()
     calls = []
-    draw = figures._figure_of
+    draw = figures.figure_of
 
     def counting(results, name):
         calls.append(name)
         return draw(results, name)
 
-    monkeypatch.setattr(figures, "_figure_of", counting)
+    monkeypatch.setattr(figures, "figure_of", counting)
     yield calls
     figure_cache.clear()
 
@@ -123,7 +124,7 @@ def test_each_format_draws_the_figure_once(draws, monkeypatch):
     draw = Figure.draw
     monkeypatch.setattr(Figure, "draw", lambda self, renderer: drawn.append(1) or draw(self, renderer))
     render_figure(_results(), "task1_forest", "svg")
-    assert len(drawn) == len(FORMATS)
+    assert len(drawn) == len(FIGURE_FORMATS)
 
 
 def test_the_layout_solved_beforehand_is_the_one_the_pngs_save_would_solve(monkeypatch):
@@ -163,7 +164,7 @@ import sys
 import django
 django.setup()
 from analysis import parallel
-from analysis.figures import render_figures
+from analysis.figure_jobs import render_figures
 from tests.analysis.test_figure_cache import _results
 pools = []
 real_pool = parallel.ProcessPoolExecutor
@@ -180,16 +181,56 @@ print(pools)
 def test_figures_drawn_in_parallel_processes_are_those_drawn_in_this_one(tmp_path):
     results = _results()
     figure_cache.clear()
-    serial = {name: {fmt: render_figure(results, name, fmt) for fmt in FORMATS} for name in figures.FIGURES}
+    serial = {name: {fmt: render_figure(results, name, fmt) for fmt in FIGURE_FORMATS} for name in FIGURES}
     figure_cache.clear()
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_test", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(  # noqa: S603 (this interpreter, our own script)
         [sys.executable, "-c", PARALLEL, str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True, check=True
     )
 
-    assert done.stdout.strip() == str([min(len(figures.FIGURES), os.cpu_count())]), done.stdout  # forked
+    assert done.stdout.strip() == str([min(len(FIGURES), os.cpu_count())]), done.stdout  # forked
     written = sorted(path.name for path in tmp_path.iterdir())
-    assert written == sorted(f"{n}.{f}" for n in figures.FIGURES for f in FORMATS)
+    assert written == sorted(f"{n}.{f}" for n in FIGURES for f in FIGURE_FORMATS)
+    for name, formats in serial.items():
+        for fmt, data in formats.items():
+            assert (tmp_path / f"{name}.{fmt}").read_bytes() == data, (name, fmt)
+
+
+# As manage.py compute_results: the drawing processes start before anything scientific is imported.
+EARLY = """
+import sys
+from functools import partial
+import django
+django.setup()
+from analysis import figure_jobs, parallel
+with figure_jobs.drawing_processes():
+    assert "matplotlib" not in sys.modules and "scipy" not in sys.modules
+    from analysis.figure_jobs import render_figures
+    from tests.analysis.test_figure_cache import _results
+    results = _results()
+    print(parallel.early_processes_started())
+    render_figures(results, sys.argv[1])
+    # What the processes that drew had imported, asked of each of them (a builtin, pickled by name).
+    asked = partial(eval, "sorted({'scipy', 'statsmodels', 'matplotlib'} & set(__import__('sys').modules))")
+    print(sorted(set(map(tuple, parallel.run_beside([asked] * 4, [])[0]))))
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter that imports the whole analysis stack
+def test_figures_drawn_by_the_processes_started_first_are_those_drawn_in_this_one(tmp_path):
+    results = _results()
+    figure_cache.clear()
+    serial = {name: {fmt: render_figure(results, name, fmt) for fmt in FIGURE_FORMATS} for name in FIGURES}
+    figure_cache.clear()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_test", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(  # noqa: S603 (this interpreter, our own script)
+        [sys.executable, "-c", EARLY, str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
+
+    started, imported = done.stdout.strip().splitlines()
+    assert started == str(os.cpu_count() > 1)
+    if os.cpu_count() > 1:
+        assert imported == "[('matplotlib',)]"  # drawn there, without the statistics
     for name, formats in serial.items():
         for fmt, data in formats.items():
             assert (tmp_path / f"{name}.{fmt}").read_bytes() == data, (name, fmt)

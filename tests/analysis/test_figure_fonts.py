@@ -14,7 +14,7 @@ from fontTools.ttLib import TTFont
 from matplotlib.backends import _backend_pdf_ps
 
 from analysis import figure_cache, figure_fonts
-from analysis.figures import render_figure
+from analysis.figure_jobs import render_figure
 from tests.analysis.test_figure_cache import _embedded_fonts, _results
 
 # Latin, digits, an en dash and a minus sign, a comparison, Greek, an arrow, a dot, an accent

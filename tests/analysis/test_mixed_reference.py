@@ -12,7 +12,8 @@ import pytest
 from analysis import mixed
 from analysis.frames import RELEASE_FILES, ReleaseFrames
 from analysis.mixed import MixedFit, fit_glmm, fit_lmm
-from analysis.results import MAX_LOGIT_VARIANCE, TASK1_LABELS, analyze, with_fits
+from analysis.result_data import TASK1_LABELS
+from analysis.results import MAX_LOGIT_VARIANCE, analyze, with_fits
 from analysis.stats import NotComputable
 
 REFERENCE = Path(__file__).parent / "reference" / "mixed"

@@ -129,3 +129,47 @@ def test_jobs_run_here_where_a_fork_is_not_safe_or_does_not_pay(monkeypatch):
     monkeypatch.setattr(parallel, "_in_child", True)
     assert parallel.run_all([job(1), job(2)]) == [(1, here), (2, here)]  # in a forked child: no fork
     assert parallel.run_all([]) == []
+
+
+@pytest.mark.slow  # a fresh interpreter that imports numpy and threadpoolctl
+def test_processes_started_early_take_the_jobs_pickled_while_the_others_run_here_with_one_blas_thread():
+    out = _run("""
+        import os, sys
+        from functools import partial
+        from analysis import parallel
+        parallel.cores = lambda: 2
+        parent = os.getpid()
+        def ready():
+            import json  # what a job needs, imported by each process before its first job
+        with parallel.early_processes(ready):
+            print(parallel.early_processes_started())
+            import numpy, threadpoolctl  # imported here after the processes started: not in theirs
+            def blas():
+                return {info["num_threads"] for info in threadpoolctl.threadpool_info()}
+            asked = partial(eval, "(__import__('os').getpid(), 'json' in __import__('sys').modules, "
+                                  "'numpy' in __import__('sys').modules)")
+            there, here = parallel.run_beside([asked] * 4, [os.getpid, blas])
+            print(all(pid != parent for pid, _, _ in there), {ready for _, ready, _ in there})
+            print({numpy for _, _, numpy in there}, here == [parent, {1}], blas())
+            try:
+                parallel.run_beside([partial(eval, "1 / 0")], [])
+            except ZeroDivisionError:
+                print("raised here")
+            with parallel.early_processes(ready):  # within: the same processes
+                print(parallel.run_beside([], [lambda: 2]) == ([], [2]))
+        print(parallel.early_processes_started())
+        print(parallel.run_beside([lambda: 1], [lambda: 2]) == ([1], [2]))  # as run_all, forked
+    """).splitlines()
+
+    assert out == ["True", "True {True}", "{False} True {2}", "raised here", "True", "False", "True"]
+
+
+def test_no_process_is_started_early_where_a_fork_is_not_safe(monkeypatch):
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", None)  # a fork would fail loudly
+    other = threading.Thread(target=lambda: None)
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.current_thread(), other])  # another thread
+
+    with parallel.early_processes(lambda: None):
+        assert not parallel.early_processes_started()
+        assert parallel.run_beside([lambda: 1], [lambda: 2]) == ([1], [2])  # here, as run_all

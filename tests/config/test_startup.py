@@ -83,5 +83,36 @@ def test_the_results_computation_loads_neither_the_postgresql_driver_on_sqlite_n
     # text's scores are not in the metric cache (analysis.metrics).
     loaded = _start_up(COMPUTING_PROBE, DATABASE_URL="sqlite:///:memory:")["modules"]
 
-    assert {"pandas", "scipy", "matplotlib"} <= set(loaded)
+    assert {"pandas", "scipy"} <= set(loaded)
     assert sorted({"psycopg", "sacrebleu", "rouge_score", "nltk"} & set(loaded)) == []
+
+
+def test_the_results_computation_leaves_the_drawing_code_to_the_processes_that_draw():
+    # analysis.figure_jobs describes, keys and writes the figures; matplotlib loads where one is drawn
+    # (in the processes that compute_results and analyze_release start before the statistics load).
+    loaded = _start_up(
+        COMPUTING_PROBE.replace("import analysis.computing", "import analysis.computing, analysis.report")
+    )
+
+    assert "scipy" in loaded["modules"]
+    assert sorted({"matplotlib", "PIL", "fontTools"} & set(loaded["modules"])) == []
+
+
+DRAWING_PROBE = """
+import json, sys
+import django
+django.setup()
+from analysis import figure_jobs
+for module in figure_jobs.DRAWING_MODULES:
+    __import__(module)
+print(json.dumps({"views": 0, "modules": sorted(name.split(".")[0] for name in sys.modules)}))
+"""
+
+
+def test_the_drawing_code_loads_no_statistics():
+    # What a process that draws imports before its first figure (figure_jobs._ready_to_draw), and what
+    # unpickling a figure's data (analysis.result_data) needs: matplotlib, not scipy or statsmodels.
+    loaded = _start_up(DRAWING_PROBE)["modules"]
+
+    assert "matplotlib" in loaded
+    assert sorted({"scipy", "statsmodels", "krippendorff"} & set(loaded)) == []

@@ -4,13 +4,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from analysis.figure_jobs import drawing_processes
 from analysis.management.exit import ExitWhenDone
 from analysis.metric_import import parse_metric_scores
-from analysis.metrics import MetricCache
-from analysis.release_folder import NotARelease, read_release
-from analysis.report import write_analysis
-from analysis.results import AnalysisInputError, Margins, analyze
-from analysis.sensitivity_report import attach, release_sensitivity
 from annotation.importing import ImportRejected
 from annotation.progress import progress_bar
 
@@ -57,6 +53,18 @@ class Command(ExitWhenDone, BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
+        # The processes that draw the figures start before the scientific stack is imported here, and
+        # import the drawing code meanwhile (analysis.figure_jobs.drawing_processes).
+        with drawing_processes():
+            self._analyze(options)
+
+    def _analyze(self, options: dict) -> None:
+        from analysis.metrics import MetricCache
+        from analysis.release_folder import NotARelease, read_release
+        from analysis.report import write_analysis
+        from analysis.results import AnalysisInputError, Margins, analyze
+        from analysis.sensitivity_report import attach, release_sensitivity
+
         out: Path = options["out"]
         if out.exists() and not out.is_dir():
             raise CommandError(f"{out}: exists and is not a folder. Give a folder for the results.")

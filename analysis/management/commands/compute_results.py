@@ -2,6 +2,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from analysis.figure_jobs import drawing_processes
 from analysis.management.exit import ExitWhenDone
 from analysis.queueing import request_results
 from analysis.services import ResultsRefused, check_scope
@@ -41,11 +42,14 @@ class Command(ExitWhenDone, BaseCommand):
             said = "are current" if state.is_current else f"are {state.status} for the worker"
             self.stdout.write(f"The results of {study.slug} ({scope.description}) {said}.")
             return
-        # The scientific stack loads here, not when the command starts (tests/config/test_startup.py).
-        from analysis.computing import compute_results
-
+        # The processes that draw the figures start first, and import the drawing code while this one
+        # imports the scientific stack (analysis.figure_jobs.drawing_processes). The stack loads here,
+        # not when the command starts (tests/config/test_startup.py).
         start = time.perf_counter()
-        stored = compute_results(study, scope)
+        with drawing_processes():
+            from analysis.computing import compute_results
+
+            stored = compute_results(study, scope)
         seconds = time.perf_counter() - start
         self.stdout.write(
             f"Computed the results of {study.slug} ({scope.description}) in {seconds:.1f} s: "
