@@ -581,24 +581,33 @@ def _mixed_model_fits(
 
 
 def _model_reads(reads: pd.DataFrame) -> pd.DataFrame:
-    """The initial reads with what the mixed models take: exam, reader x variation and the outcomes' codes."""
+    """The initial reads with what the mixed models take: exam, reader x variation and the outcomes' codes.
+    Each random term's levels are numbered once here, in the order of their names (as the models' own
+    numbering, np.unique, orders them: the same fits to the bit), so that a model numbers integers,
+    not strings: at 100,000 pairs sorting the names took 5 of the 7 s the linear models took."""
+    exam = reads["dataset"] + "\x1f" + reads["study_id"]
+    reader_variation = reads["reader"] + "\x1f" + reads["reref_variation"]
     return reads.assign(
-        exam=reads["dataset"] + "\x1f" + reads["study_id"],
-        reader_variation=reads["reader"] + "\x1f" + reads["reref_variation"],
+        exam=exam,
+        reader_variation=reader_variation,
         alternative=(reads["report_type"] == "alternative").astype(float),
         realistic=(reads["score"] == 0).astype(float),
+        **{
+            f"{column}_level": pd.factorize(values, sort=True)[0]
+            for column, values in (("reader", reads["reader"]), ("exam", exam), ("reader_variation", reader_variation))
+        },
     )
 
 
 def _model_terms(level: str, group: str, part: pd.DataFrame) -> tuple[dict, dict[str, np.ndarray], list[str]]:
     """A mixed-model row's counts, its random terms (reader x variation where estimable) and its first notes."""
-    row = {"level": level, "group": group, "n_reads": len(part), "n_readers": part["reader"].nunique()}
-    row["n_exams"] = part["exam"].nunique()
-    terms = {"reader": part["reader"].to_numpy(), "exam": part["exam"].to_numpy()}
+    terms = {"reader": part["reader_level"].to_numpy(), "exam": part["exam_level"].to_numpy()}
+    row = {"level": level, "group": group, "n_reads": len(part), "n_readers": len(np.unique(terms["reader"]))}
+    row["n_exams"] = len(np.unique(terms["exam"]))
     notes = []
     if level != "variation":
-        if row["n_readers"] < part["reader_variation"].nunique() < len(part):
-            terms["reader x variation"] = part["reader_variation"].to_numpy()
+        if row["n_readers"] < len(np.unique(part["reader_variation_level"].to_numpy())) < len(part):
+            terms["reader x variation"] = part["reader_variation_level"].to_numpy()
         else:
             notes.append("reader x variation not estimable: no reader read two variations")
     return row, terms, notes

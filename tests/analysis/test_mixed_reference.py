@@ -388,3 +388,22 @@ def test_the_fits_cholesky_is_scipys_bit_for_bit(lower):
         mixed._cholesky(np.full((2, 2), np.nan), lower=lower)
     with pytest.raises(ValueError, match="infs or NaNs"):
         mixed._cho_solve(np.eye(2), np.array([1.0, np.inf]), lower=lower)
+
+
+@pytest.mark.parametrize("fit", ["overall", "variation:v01"])
+def test_numbering_the_levels_in_the_order_of_their_names_gives_the_same_fits_to_the_bit(fit):
+    # The results number each term's levels once (results._model_reads, pandas' factorize with sort),
+    # and the models then number integers instead of strings: the same levels in the same order.
+    data = pd.read_csv(REFERENCE / "small.csv", dtype={"reader": str, "exam": str, "variation": str})
+    data, X, terms = _design(data, fit)
+    numbered = {name: pd.factorize(values, sort=True)[0] for name, values in terms.items()}
+    y, names = data["score"].to_numpy(), ["(Intercept)", "alternative"]
+
+    by_name, by_number = fit_lmm(y, X, names, terms), fit_lmm(y, X, names, numbered)
+    assert by_number.beta.tobytes() == by_name.beta.tobytes()
+    assert by_number.se.tobytes() == by_name.se.tobytes() and by_number.df.tobytes() == by_name.df.tobytes()
+    assert by_number.variances == by_name.variances and by_number.reml_deviance == by_name.reml_deviance
+    realistic = (data["score"] == 0).astype(int).to_numpy()
+    by_name, by_number = fit_glmm(realistic, X, names, terms), fit_glmm(realistic, X, names, numbered)
+    assert by_number.beta.tobytes() == by_name.beta.tobytes() and by_number.se.tobytes() == by_name.se.tobytes()
+    assert by_number.deviance == by_name.deviance
