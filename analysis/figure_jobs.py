@@ -6,6 +6,7 @@ Nothing here imports the drawing code (matplotlib): a figure to draw is a `Drawi
 named by module and name, so that a process can describe, key, write and send figures without
 importing it, and the processes that draw can import it while this one imports and computes the
 statistics (`drawing_processes`: how `manage.py compute_results` and `analyze_release` start).
+The mixed models' fits then run in the computing process, beside the drawing (results.with_fits).
 """
 
 import importlib
@@ -63,11 +64,11 @@ def render_many(figures: dict[str, Drawing], run: Callable[[list], list] | None 
 
 @contextmanager
 def drawing_processes() -> Iterator[None]:
-    """Within it, figures are drawn by processes started on entering it (one per core; none where
-    forking does not pay or is not safe, analysis.parallel), each importing the drawing code and
-    making the fonts while this process goes on to import and compute the statistics. Entered before
-    the scientific stack is imported, this takes matplotlib's import (a tenth of a command's time) and
-    the drawing's first steps off the way to the results."""
+    """Within it, figures are drawn by way of a process started on entering it (none where forking
+    does not pay or is not safe, analysis.parallel): it imports the drawing code and makes the fonts
+    on the core this process leaves idle while it imports and computes the statistics, then forks the
+    processes that draw (one per core), which inherit all that. Entered before the scientific stack is
+    imported, this takes matplotlib's import off the way to the results, and imports it once."""
     with parallel.early_processes(_ready_to_draw):
         yield
 

@@ -135,17 +135,18 @@ def _forked[T](jobs: list[Callable[[], T]], workers: int) -> list[T] | None:
         gc.unfreeze()
 
 
-# Processes started early (early_processes), which run_beside sends jobs to while they are there.
+# The process started early (early_processes), which run_beside sends jobs to while it is there.
 _early: ProcessPoolExecutor | None = None
 
 
 @contextmanager
 def early_processes(ready: Callable[[], None]) -> Iterator[None]:
-    """Within it, run_beside sends its jobs to processes forked on entering it (one per core), each of
-    which first runs `ready` (imports what the jobs need), while this process goes on: importing and
-    computing what the jobs will be given. A job is then pickled on its way, as its result is on the
-    way back. Nothing is started where run_all would not fork (can_fork), nor within another
-    early_processes; run_beside then runs as run_all does."""
+    """Within it, run_beside sends its jobs to a process forked on entering it, which first runs
+    `ready` (imports what the jobs need) on the core this process leaves idle while it goes on,
+    importing and computing what the jobs will be given. The jobs are pickled on their way there, and
+    that process runs them as run_all does: forked side by side (one process per core, each inheriting
+    what `ready` imported), their results pickled on the way back. Nothing is started where run_all
+    would not fork (can_fork), nor within another early_processes; run_beside then runs as run_all does."""
     global _early
     pool = None
     if _early is None:
@@ -155,10 +156,10 @@ def early_processes(ready: Callable[[], None]) -> Iterator[None]:
             close_database_pools()
             if can_fork():
                 context = multiprocessing.get_context("fork")
-                pool = ProcessPoolExecutor(
-                    max_workers=cores(), mp_context=context, initializer=_early_child, initargs=(ready,)
-                )
-                pool.submit(int)  # with fork, the pool starts all its processes at its first job
+                pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=ready)
+                # With fork, the pool starts its process at its first job. The process answers on a
+                # queue without a thread of its own (SimpleQueue), so it may fork in turn.
+                pool.submit(int)
     if pool is None:
         yield
         return
@@ -175,29 +176,20 @@ def early_processes_started() -> bool:
 
 
 def run_beside[T, U](jobs: list[Callable[[], T]], here: list[Callable[[], U]]) -> tuple[list[T], list[U]]:
-    """The results of `jobs` and of `here`, each in order. Where early_processes started processes,
-    `jobs` go to them and `here` runs in this process meanwhile; otherwise both run together by run_all.
-    A job's exception is raised here."""
+    """The results of `jobs` and of `here`, each in order. Where early_processes started a process,
+    `jobs` go to it (run_all there) and `here` runs in this process meanwhile, with one BLAS thread as a
+    forked process has (_child); otherwise both run together by run_all. A job's exception is raised here."""
     pool = _early
     if pool is None or not jobs:
         done = run_all([*jobs, *here])
         return done[: len(jobs)], done[len(jobs) :]
-    futures = [pool.submit(job) for job in jobs]
+    there = pool.submit(run_all, jobs)
     try:
-        with threadpoolctl.threadpool_limits(1):  # one BLAS thread here too, beside the processes (_child)
+        with threadpoolctl.threadpool_limits(1):
             beside = [job() for job in here]
-        return [future.result() for future in futures], beside
+        return there.result(), beside
     finally:
-        for future in futures:
-            future.cancel()  # after an exception, those not started are not run
-
-
-def _early_child(ready: Callable[[], None]) -> None:
-    _child()
-    ready()
-    # What `ready` imported lives as long as the process: out of the collector's reach, as the parent's
-    # objects are in a process forked late (_forked), so that no collection walks it again.
-    gc.freeze()
+        there.cancel()
 
 
 def _child() -> None:

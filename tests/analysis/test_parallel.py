@@ -132,7 +132,7 @@ def test_jobs_run_here_where_a_fork_is_not_safe_or_does_not_pay(monkeypatch):
 
 
 @pytest.mark.slow  # a fresh interpreter that imports numpy and threadpoolctl
-def test_processes_started_early_take_the_jobs_pickled_while_the_others_run_here_with_one_blas_thread():
+def test_a_process_started_early_forks_the_jobs_processes_while_the_others_run_here_with_one_blas_thread():
     out = _run("""
         import os, sys
         from functools import partial
@@ -140,28 +140,31 @@ def test_processes_started_early_take_the_jobs_pickled_while_the_others_run_here
         parallel.cores = lambda: 2
         parent = os.getpid()
         def ready():
-            import json  # what a job needs, imported by each process before its first job
+            import json  # what the jobs need, imported once, before the jobs' processes are forked
         with parallel.early_processes(ready):
             print(parallel.early_processes_started())
-            import numpy, threadpoolctl  # imported here after the processes started: not in theirs
+            import numpy, threadpoolctl  # imported here after the process started: not in it
             def blas():
                 return {info["num_threads"] for info in threadpoolctl.threadpool_info()}
-            asked = partial(eval, "(__import__('os').getpid(), 'json' in __import__('sys').modules, "
-                                  "'numpy' in __import__('sys').modules)")
+            asked = partial(eval, "(__import__('os').getpid(), __import__('os').getppid(), "
+                                  "'json' in __import__('sys').modules, 'numpy' in __import__('sys').modules)")
             there, here = parallel.run_beside([asked] * 4, [os.getpid, blas])
-            print(all(pid != parent for pid, _, _ in there), {ready for _, ready, _ in there})
-            print({numpy for _, _, numpy in there}, here == [parent, {1}], blas())
+            pids, forked_by = {pid for pid, _, _, _ in there}, {ppid for _, ppid, _, _ in there}
+            print(len(forked_by), parent not in pids | forked_by, forked_by.isdisjoint(pids))
+            readied, numpy_there = {r for _, _, r, _ in there}, {n for _, _, _, n in there}
+            print(readied, numpy_there, here == [parent, {1}], blas())
             try:
-                parallel.run_beside([partial(eval, "1 / 0")], [])
+                parallel.run_beside([partial(eval, "1 / 0"), partial(eval, "2")], [])
             except ZeroDivisionError:
                 print("raised here")
-            with parallel.early_processes(ready):  # within: the same processes
+            with parallel.early_processes(ready):  # within: the same process
                 print(parallel.run_beside([], [lambda: 2]) == ([], [2]))
         print(parallel.early_processes_started())
         print(parallel.run_beside([lambda: 1], [lambda: 2]) == ([1], [2]))  # as run_all, forked
     """).splitlines()
 
-    assert out == ["True", "True {True}", "{False} True {2}", "raised here", "True", "False", "True"]
+    # Run by processes that one process, not this one, forked; json there, numpy not; one BLAS thread here.
+    assert out == ["True", "1 True True", "{True} {False} True {2}", "raised here", "True", "False", "True"]
 
 
 def test_no_process_is_started_early_where_a_fork_is_not_safe(monkeypatch):
