@@ -177,26 +177,36 @@ print(pools)
 """
 
 
-@pytest.mark.slow  # a fresh interpreter that imports the whole analysis stack
-def test_figures_drawn_in_parallel_processes_are_those_drawn_in_this_one(tmp_path):
+def _drawn_here_and_by(script: str, folder: Path) -> tuple[dict, str]:
+    """Every figure drawn in this process, and what a fresh interpreter running `script` printed
+    (having written every figure into folder)."""
     results = _results()
     figure_cache.clear()
-    serial = {name: {fmt: render_figure(results, name, fmt) for fmt in FIGURE_FORMATS} for name in FIGURES}
+    here = {name: {fmt: render_figure(results, name, fmt) for fmt in FIGURE_FORMATS} for name in FIGURES}
     figure_cache.clear()
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_test", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(  # noqa: S603 (this interpreter, our own script)
-        [sys.executable, "-c", PARALLEL, str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-c", script, str(folder)], env=env, cwd=ROOT, capture_output=True, text=True, check=True
     )
+    return here, done.stdout
 
-    assert done.stdout.strip() == str([min(len(FIGURES), os.cpu_count())]), done.stdout  # forked
-    written = sorted(path.name for path in tmp_path.iterdir())
-    assert written == sorted(f"{n}.{f}" for n in FIGURES for f in FIGURE_FORMATS)
-    for name, formats in serial.items():
+
+def _assert_written(folder: Path, drawn: dict) -> None:
+    assert sorted(path.name for path in folder.iterdir()) == sorted(f"{n}.{f}" for n in FIGURES for f in FIGURE_FORMATS)
+    for name, formats in drawn.items():
         for fmt, data in formats.items():
-            assert (tmp_path / f"{name}.{fmt}").read_bytes() == data, (name, fmt)
+            assert (folder / f"{name}.{fmt}").read_bytes() == data, (name, fmt)
 
 
-# As manage.py compute_results: the drawing processes start before anything scientific is imported.
+@pytest.mark.slow  # a fresh interpreter that imports the whole analysis stack
+def test_figures_drawn_in_parallel_processes_are_those_drawn_in_this_one(tmp_path):
+    here, printed = _drawn_here_and_by(PARALLEL, tmp_path)
+
+    assert printed.strip() == str([min(len(FIGURES), os.cpu_count())]), printed  # forked
+    _assert_written(tmp_path, here)
+
+
+# As manage.py compute_results: the drawing process starts before anything scientific is imported.
 EARLY = """
 import sys
 from functools import partial
@@ -218,22 +228,13 @@ with figure_jobs.drawing_processes():
 
 @pytest.mark.slow  # a fresh interpreter that imports the whole analysis stack
 def test_figures_drawn_by_the_processes_started_first_are_those_drawn_in_this_one(tmp_path):
-    results = _results()
-    figure_cache.clear()
-    serial = {name: {fmt: render_figure(results, name, fmt) for fmt in FIGURE_FORMATS} for name in FIGURES}
-    figure_cache.clear()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_test", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(  # noqa: S603 (this interpreter, our own script)
-        [sys.executable, "-c", EARLY, str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True, check=True
-    )
+    here, printed = _drawn_here_and_by(EARLY, tmp_path)
 
-    started, imported = done.stdout.strip().splitlines()
+    started, imported = printed.strip().splitlines()
     assert started == str(os.cpu_count() > 1)
     if os.cpu_count() > 1:
         assert imported == "[('matplotlib',)]"  # drawn there, without the statistics
-    for name, formats in serial.items():
-        for fmt, data in formats.items():
-            assert (tmp_path / f"{name}.{fmt}").read_bytes() == data, (name, fmt)
+    _assert_written(tmp_path, here)
 
 
 def test_a_png_holds_the_pixels_savefig_draws_in_rgb_at_300_dpi(monkeypatch):

@@ -2,7 +2,6 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from analysis.figure_jobs import drawing_processes
 from analysis.management.exit import ExitWhenDone
 from analysis.queueing import request_results
 from analysis.services import ResultsRefused, check_scope
@@ -42,9 +41,11 @@ class Command(ExitWhenDone, BaseCommand):
             said = "are current" if state.is_current else f"are {state.status} for the worker"
             self.stdout.write(f"The results of {study.slug} ({scope.description}) {said}.")
             return
-        # The processes that draw the figures start first, and import the drawing code while this one
-        # imports the scientific stack (analysis.figure_jobs.drawing_processes). The stack loads here,
-        # not when the command starts (tests/config/test_startup.py).
+        # The process that draws the figures starts first, and imports the drawing code while this one
+        # imports the scientific stack (analysis.figure_jobs.drawing_processes). Both load here, not
+        # when the command starts (--queue needs neither; tests/config/test_startup.py).
+        from analysis.figure_jobs import drawing_processes
+
         start = time.perf_counter()
         with drawing_processes():
             from analysis.computing import compute_results
