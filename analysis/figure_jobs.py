@@ -47,9 +47,9 @@ class Drawing:
 
 def render_many(figures: dict[str, Drawing], run: Callable[[list], list] | None = None) -> dict[str, dict[str, bytes]]:
     """Every figure (content key -> Drawing) in every format: the cached bytes where a figure was drawn
-    before (figure_cache), the others drawn once each by `run`: by default in the processes that
-    drawing_processes started, or else in processes forked now where that pays (analysis.parallel);
-    results.with_fits runs the mixed models' fits beside them."""
+    before (figure_cache), the others drawn once each by `run`: by default in the processes that the
+    process drawing_processes started forks, or else in processes forked here now where that pays
+    (analysis.parallel); results.with_fits runs the mixed models' fits beside them."""
     out = {key: found for key in figures if (found := figure_cache.cached(key)) is not None}
     missing = [key for key in figures if key not in out]
     drawings = [figures[key] for key in missing]
