@@ -3,7 +3,11 @@
 The six release tables are not rebuilt here: they come from the release's own queries
 (exports.rows), whose first column is the finished CSV record, and are parsed exactly as a
 research user parses the files (pandas, dtype=str, keep_default_na=False). A study's Results
-page and `analyze_release` on its release therefore see the same text, row for row.
+page and `analyze_release` on its release therefore see the same text, row for row. On
+PostgreSQL, outside a transaction (the worker, the commands), the same queries give their fields
+as columns and COPY writes them as CSV itself, over several connections at once that read one
+snapshot: the values are the same (tests/analysis/test_live_frames_copy.py), quoted by COPY
+instead of by the queries' own expressions, and one table is formatted while another is parsed.
 
 Only a live study knows who read what, in which slot: `reads` adds every individual read of
 the released examples, with an opaque per-study reader key instead of the account.
@@ -13,7 +17,10 @@ the released examples, with an opaque per-study reader key instead of the accoun
 # every value (study, datasets, labels) is passed as a query parameter.
 
 import io
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -31,6 +38,23 @@ from judges.models import JudgeEnrolment
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
 
 
+# The connections that COPY a study's tables at once (PostgreSQL): one formats a table while
+# another's rows are parsed here; on more cores, more of the tables are formatted side by side.
+COPY_CONNECTIONS = max(2, min(4, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class _Query:
+    """One table's query: its header, SQL and parameters, the types of any columns after the record,
+    and whether every column is kept whatever the caller's text says (the reads, the judges)."""
+
+    header: list[str]
+    sql: str
+    params: list
+    types: tuple[str, ...] = ()
+    every_column: bool = False
+
+
 def study_frames(
     study: Study, *, datasets: list[str] | None = None, text: bool = True, judges: bool | None = None
 ) -> ReleaseFrames:
@@ -40,60 +64,106 @@ def study_frames(
     restricted to them would be. text=False keeps only the columns the analysis reads, exactly
     as `read_release(path, text=False)` does. judges adds the judges tables of a release built
     with --include-judges (default: if the study has an automated judge).
+
+    Every table reads one snapshot of the database (exports.rows.snapshot). On PostgreSQL the
+    tables are copied over several connections at once, each as COPY's own CSV output.
     """
     datasets = sorted(set(datasets or []))
-    tables: dict[str, pd.DataFrame] = {}
-    for task, prefix in TASK_PREFIX.items():
-        selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
-        queries = {
-            "full": (rows.full_query(selection, study.seed, text=text), ()),
-            "disagreed": (rows.disagreed_query(selection), ()),
-            # The consensus query returns three more columns after the record (for the README's counts).
-            "consensus": (rows.consensus_query(selection), ("text", "text", "int8")),
-        }
-        for kind, ((sql, params), types) in queries.items():
-            path = f"{prefix}/{prefix}_{kind}.csv"
-            tables[f"{prefix}_{kind}"] = _parse(RELEASE_FILES[path], rows.stream(sql, params, types), text)
-    if judges is None:
-        judges = JudgeEnrolment.objects.filter(study=study).exists()
-    if judges:
-        tables |= study_judges(study, datasets=datasets)
-    return ReleaseFrames(**tables, reads=study_reads(study, datasets=datasets))
+    columns = rows.copies()  # before the snapshot, whose transaction this connection then is in
+    with rows.snapshot() as snapshot_id:
+        queries: dict[str, _Query] = {}
+        for task, prefix in TASK_PREFIX.items():
+            selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
+            header = lambda kind: RELEASE_FILES[f"{prefix}/{prefix}_{kind}.csv"]  # noqa: E731, B023
+            full = rows.full_query(selection, study.seed, text=text, columns=columns)
+            queries[f"{prefix}_full"] = _Query(header("full"), *full)
+            disagreed = rows.disagreed_query(selection, columns=columns)
+            queries[f"{prefix}_disagreed"] = _Query(header("disagreed"), *disagreed)
+            # The consensus query's record is followed by three more columns (for the README's counts).
+            consensus = rows.consensus_query(selection, columns=columns)
+            queries[f"{prefix}_consensus"] = _Query(header("consensus"), *consensus, ("text", "text", "int8"))
+        queries["reads"] = _Query(READS, *reads_query(study, datasets, columns=columns), every_column=True)
+        if judges is None:
+            judges = JudgeEnrolment.objects.filter(study=study).exists()
+        if judges:
+            queries |= _judges_queries(study, datasets, columns=columns)
+        # The longest first, so that the connections finish together.
+        order = sorted(queries, key=lambda name: (not name.endswith("_full"), name != "reads", name))
+        tables = _read({name: queries[name] for name in order}, text, snapshot_id if columns else None, columns)
+    reads = _with_reader_keys(study, tables.pop("reads"))
+    return ReleaseFrames(**tables, reads=reads)
 
 
-def study_judges(study: Study, *, datasets: list[str]) -> dict[str, pd.DataFrame]:
-    """The judges files of the study's release built with --include-judges, as DataFrames.
-
-    The judge indexes are those of the release of every dataset, so a dataset filter here and
-    `analyze_release --dataset` on the full release name each judge alike.
-    """
+def _judges_queries(study: Study, datasets: list[str], *, columns: bool) -> dict[str, _Query]:
+    """The judges files' queries. The judge indexes are those of the release of every dataset,
+    so a dataset filter here and `analyze_release --dataset` on the full release name each judge alike.
+    A study without judge reads gets two empty tables."""
     judge_index = rows.judge_indexes(rows.Selection(study.pk, "", [], include_unfinished=False), study.seed)
-    tables = {}
+    queries = {}
     for task, prefix in TASK_PREFIX.items():
         selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
-        records = rows.stream(*rows.judges_query(selection, judge_index)) if judge_index else iter(())
-        tables[f"{prefix}_judges"] = _parse(JUDGE_FILES[f"judges/{prefix}_judges.csv"], records, text=True)
-    return tables
+        header = list(JUDGE_FILES[f"judges/{prefix}_judges.csv"])
+        # Read whole whatever the caller's text says: the judges' tables are few rows, rationales included.
+        if judge_index:
+            query = rows.judges_query(selection, judge_index, columns=columns)
+            queries[f"{prefix}_judges"] = _Query(header, *query, every_column=True)
+        else:
+            queries[f"{prefix}_judges"] = _Query(header, "", [], every_column=True)
+    return queries
 
 
-def _parse(columns: list[str], records: Iterator[tuple], text: bool) -> pd.DataFrame:
-    """CSV records (bytes, CRLF-terminated) under a header, read as a release file is read."""
+def _read(queries: dict[str, _Query], text: bool, snapshot_id: str | None, columns: bool) -> dict[str, pd.DataFrame]:
+    """Each query's rows as a DataFrame: COPY's CSV over several connections (columns=True, PostgreSQL
+    outside a transaction), or the records one query after another (SQLite, or inside a transaction)."""
+    if not columns:
+        return {
+            name: _parse(
+                query.header,
+                rows.stream(query.sql, query.params, query.types) if query.sql else (),
+                text or query.every_column,
+            )
+            for name, query in queries.items()
+        }
+
+    def copied(query: _Query) -> pd.DataFrame:
+        buffer = _header(query.header)
+        if query.sql:
+            rows.copy_csv(query.sql, query.params, buffer, snapshot_id)
+        return _read_csv(buffer, query.header, text or query.every_column)
+
+    with ThreadPoolExecutor(COPY_CONNECTIONS, thread_name_prefix="copy") as pool:
+        futures = {name: pool.submit(copied, query) for name, query in queries.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _header(columns: list[str]) -> io.BytesIO:
     buffer = io.BytesIO()
     buffer.write((",".join(columns) + "\r\n").encode("ascii"))
+    return buffer
+
+
+def _parse(columns: list[str], records: Iterable[tuple], text: bool) -> pd.DataFrame:
+    """CSV records (bytes, CRLF-terminated) under a header, read as a release file is read."""
+    buffer = _header(columns)
     for record, *_ in records:
         buffer.write(record)
+    return _read_csv(buffer, columns, text)
+
+
+def _read_csv(buffer: io.BytesIO, columns: list[str], text: bool) -> pd.DataFrame:
     buffer.seek(0)
     wanted = columns if text else [column for column in columns if column in ANALYSIS_COLUMNS]
     frame = pd.read_csv(buffer, dtype=str, keep_default_na=False, usecols=wanted, encoding="utf-8", na_filter=False)
     return frame[wanted]
 
 
-def reads_query(study: Study, datasets: list[str]) -> tuple[str, list]:
+def reads_query(study: Study, datasets: list[str], *, columns: bool = False) -> tuple[str, list]:
     """Every read of the examples with a consensus as a CSV record (columns READS, reader as its user id).
 
-    Formatted by the database with the release's own field and record helpers (exports.rows).
+    Formatted by the database with the release's own field and record helpers (exports.rows);
+    columns: the fields as columns (exports.rows.Dialect.columns).
     """
-    dialect = rows.sql_dialect()
+    dialect = rows.sql_dialect(columns=columns)
     params: list = []
     task = f"CASE e.task WHEN '{Task.REALISM}' THEN 'task1' ELSE 'task2' END"
     fields = {
@@ -122,9 +192,8 @@ def reads_query(study: Study, datasets: list[str]) -> tuple[str, list]:
     return sql, params
 
 
-def study_reads(study: Study, *, datasets: list[str] | None = None) -> pd.DataFrame:
-    """Every individual read (adjudications excluded) of the examples with a consensus: columns READS."""
-    frame = _parse(READS, rows.stream(*reads_query(study, sorted(set(datasets or [])))), text=True)
+def _with_reader_keys(study: Study, frame: pd.DataFrame) -> pd.DataFrame:
+    """The reads with each reader's opaque key instead of the user id, in key then slot order."""
     keys = {reader_id: reader_key(study, int(reader_id)) for reader_id in frame["reader"].unique()}
     frame["reader"] = frame["reader"].map(keys).astype(str)
     return frame.sort_values(["task", "dataset", "study_id", "reref_variation", "report_type", "slot"]).reset_index(

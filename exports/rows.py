@@ -5,7 +5,8 @@ field is quoted only when it holds a comma, quote, CR or LF; inner quotes double
 joined with commas, CRLF at the end. The same SQL runs on PostgreSQL and SQLite, so there is
 one definition of the format; only a few spellings differ (the Dialect below). On PostgreSQL
 the records are streamed with COPY in binary format and written as they arrive: the build
-neither parses nor re-quotes anything, and its memory does not grow with the study.
+neither parses nor re-quotes anything, and its memory does not grow with the study. (The
+analysis of a live study runs the same queries with Dialect.columns: see copy_csv().)
 
 annotation_index is computed here too: annotations are numbered within their example in the
 order of sha256("readingroom-release:<study seed>:<example id>:<annotation id>"), a seeded
@@ -20,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
@@ -56,9 +58,15 @@ _snapshot = threading.local()
 
 @dataclass(frozen=True)
 class Dialect:
-    """What PostgreSQL and SQLite spell differently; everything else in the queries is shared."""
+    """What PostgreSQL and SQLite spell differently; everything else in the queries is shared.
+
+    columns: each field is a column of its own, unquoted, instead of one finished record (the
+    analysis reads a study's rows through COPY's own CSV output on PostgreSQL: see copy_csv()).
+    The values are the same; only who quotes them differs.
+    """
 
     vendor: str
+    columns: bool = False
 
     def ordered(self, sql: str) -> str:
         # Code-point order: PostgreSQL's "C" collation; SQLite's default (BINARY) already is.
@@ -83,15 +91,17 @@ class Dialect:
         return f"{SQLITE_SHA256}({sql})"
 
 
-def sql_dialect() -> Dialect:
+def sql_dialect(*, columns: bool = False) -> Dialect:
     """The connection's dialect (PostgreSQL or SQLite; any other is refused)."""
     if connection.vendor not in ("postgresql", "sqlite"):
         raise NotImplementedError(f"Releases are built on PostgreSQL or SQLite, not {connection.vendor}.")
-    return Dialect(connection.vendor)
+    return Dialect(connection.vendor, columns)
 
 
 def csv_field(dialect: Dialect, sql: str) -> str:
     """A text value as one RFC 4180 field: quoted, inner quotes doubled, only when it must be."""
+    if dialect.columns:
+        return sql
     needs_quotes = " OR ".join(dialect.contains(sql, char) for char in (",", '"', "\r", "\n"))
     return f"""CASE WHEN {needs_quotes} THEN '"' || replace({sql}, '"', '""') || '"' ELSE {sql} END"""
 
@@ -106,7 +116,9 @@ def rating_label(sql: str, params: list) -> str:
 
 
 def record(dialect: Dialect, fields: list[str]) -> str:
-    """Fields (SQL expressions of CSV fields) as one CRLF-terminated CSV record."""
+    """Fields (SQL expressions of CSV fields) as one CRLF-terminated CSV record (or as columns)."""
+    if dialect.columns:
+        return ", ".join(fields)
     record = " || ',' || ".join(fields) + f" || {dialect.char(chr(13))} || {dialect.char(chr(10))}"
     # On PostgreSQL as bytea: binary COPY then hands over its bytes untouched (nothing to unescape).
     return f"convert_to({record}, 'UTF8')" if dialect.vendor == "postgresql" else record
@@ -168,13 +180,13 @@ def _shown(dialect: Dialect, condition: str, section: str, *, swapped: bool = Fa
     return csv_field(dialect, f"CASE WHEN {condition} THEN p.{first}_{section} ELSE p.{second}_{section} END")
 
 
-def full_query(selection: Selection, seed: int, *, text: bool = True) -> tuple[str, list]:
+def full_query(selection: Selection, seed: int, *, text: bool = True, columns: bool = False) -> tuple[str, list]:
     """One record per individual annotation, adjudications excluded, in key then index order.
 
     text=False leaves the rationale and the report sections empty (the analysis does not read
-    them); every other field is the same.
+    them); every other field is the same. columns: the fields as columns (Dialect.columns).
     """
-    dialect = sql_dialect()
+    dialect = sql_dialect(columns=columns)
     realism = selection.task == Task.REALISM
     params: list = []
     prefix = f"'readingroom-release:{int(seed)}:'"
@@ -208,9 +220,9 @@ def full_query(selection: Selection, seed: int, *, text: bool = True) -> tuple[s
     return sql, params
 
 
-def disagreed_query(selection: Selection) -> tuple[str, list]:
+def disagreed_query(selection: Selection, *, columns: bool = False) -> tuple[str, list]:
     """The adjudicator's rating and rationale of each three-way split (empty while undecided)."""
-    dialect = sql_dialect()
+    dialect = sql_dialect(columns=columns)
     realism = selection.task == Task.REALISM
     params: list = []
     fields = _key_fields(dialect, realism)
@@ -229,9 +241,10 @@ def disagreed_query(selection: Selection) -> tuple[str, list]:
     return sql, params
 
 
-def consensus_query(selection: Selection) -> tuple[str, list]:
-    """One record per released example, followed by its rating, label source and annotation count."""
-    dialect = sql_dialect()
+def consensus_query(selection: Selection, *, columns: bool = False) -> tuple[str, list]:
+    """One record per released example, followed by its rating, label source and annotation count
+    (columns: the fields as columns, Dialect.columns, and nothing after them)."""
+    dialect = sql_dialect(columns=columns)
     realism = selection.task == Task.REALISM
     params: list = []
     # A consensus stores how many annotations it was decided on (a void withdraws it); only
@@ -246,8 +259,9 @@ def consensus_query(selection: Selection) -> tuple[str, list]:
     fields["label_source"] = "COALESCE(c.label_source, '')"
     fields["n_annotations"] = f"CAST({count} AS text)"
     where = selection.where(params)
+    after = "" if columns else f", c.rating, c.label_source, {count}"
     sql = f"""
-    SELECT {record(dialect, in_file_order(fields, _file(selection, "consensus")))}, c.rating, c.label_source, {count}
+    SELECT {record(dialect, in_file_order(fields, _file(selection, "consensus")))}{after}
     {FROM_EXAMPLES}
     LEFT JOIN {CONSENSUS} c ON c.example_id = e.id
     WHERE {where}
@@ -255,14 +269,14 @@ def consensus_query(selection: Selection) -> tuple[str, list]:
     return sql, params
 
 
-def judges_query(selection: Selection, judge_index: dict[int, int]) -> tuple[str, list]:
+def judges_query(selection: Selection, judge_index: dict[int, int], *, columns: bool = False) -> tuple[str, list]:
     """One record per rated judge read of a released example (--include-judges), in key then judge order.
 
     judge_index maps a judge's enrolment id to its index in this release (judge_indexes()); the
     account never appears. Task 1: keys, judge_index, rating, rationale; Task 2: keys,
-    judge_index, report_a_type, rating, rationale.
+    judge_index, report_a_type, rating, rationale. columns: the fields as columns (Dialect.columns).
     """
-    dialect = sql_dialect()
+    dialect = sql_dialect(columns=columns)
     realism = selection.task == Task.REALISM
     params: list = []
     cases = []
@@ -310,22 +324,29 @@ def judge_indexes(selection: Selection, seed: int) -> dict[int, int]:
     return {pk: index for index, pk in enumerate(ranked)}
 
 
+def copies() -> bool:
+    """Whether this connection's reads go through COPY on connections of their own (PostgreSQL,
+    outside a transaction): then queries built with columns=True are read with copy_csv()."""
+    return connection.vendor == "postgresql" and not connection.in_atomic_block
+
+
 @contextmanager
-def snapshot() -> Iterator[None]:
+def snapshot() -> Iterator[str | None]:
     """Every read of the database inside this block sees one and the same committed state.
 
     PostgreSQL: a REPEATABLE READ, READ ONLY transaction on this connection; its snapshot is
     exported (pg_export_snapshot()) and each COPY connection of stream() imports it (SET
     TRANSACTION SNAPSHOT), so the six files, the counts and the README agree with each other
-    whatever is submitted meanwhile. SQLite: one deferred read transaction on this connection;
-    in WAL mode (the project's setting) it reads the database as it was at its first read while
-    other connections keep committing (in rollback-journal mode, writers wait for it instead).
+    whatever is submitted meanwhile. The block is given the snapshot's id, for copy_csv() in
+    other threads. SQLite: one deferred read transaction on this connection; in WAL mode (the
+    project's setting) it reads the database as it was at its first read while other
+    connections keep committing (in rollback-journal mode, writers wait for it instead).
 
     Nothing may be written on this connection inside the block: progress goes through another
     one. Inside a transaction already (a caller's atomic block, a test), the reads stay in it.
     """
     if connection.in_atomic_block:
-        yield
+        yield None
         return
     if connection.vendor == "postgresql":
         with transaction.atomic():
@@ -334,7 +355,7 @@ def snapshot() -> Iterator[None]:
                 cursor.execute("SELECT pg_export_snapshot()")
                 (_snapshot.id,) = cursor.fetchone()
             try:
-                yield
+                yield _snapshot.id
             finally:
                 _snapshot.id = None
         return
@@ -344,7 +365,7 @@ def snapshot() -> Iterator[None]:
     with connection.cursor() as cursor:
         cursor.execute("BEGIN DEFERRED")
     try:
-        yield
+        yield None
     finally:
         with connection.cursor() as cursor:
             cursor.execute("ROLLBACK")  # nothing was written: this only ends the read
@@ -357,6 +378,7 @@ def stream(sql: str, params: list, types: tuple[str, ...] = ()) -> Iterator[tupl
     may use the database between rows (a worker records its progress): the rows come from a
     connection of their own, or from a server-side cursor inside the caller's transaction.
     """
+    snapshot_id = getattr(_snapshot, "id", None)
     if connection.vendor == "sqlite":
         connection.ensure_connection()
         connection.connection.create_function(SQLITE_SHA256, 1, _sqlite_sha256, deterministic=True)
@@ -365,9 +387,7 @@ def stream(sql: str, params: list, types: tuple[str, ...] = ()) -> Iterator[tupl
             while rows := cursor.fetchmany(BATCH):
                 for record, *rest in rows:
                     yield (record.encode("utf-8"), *rest)
-    elif getattr(_snapshot, "id", None):
-        yield from _copy_rows(sql, params, types, _snapshot.id)
-    elif connection.in_atomic_block:
+    elif connection.in_atomic_block and not snapshot_id:
         # Only this connection sees the caller's uncommitted rows. A server-side cursor leaves it
         # free for other queries between batches, which a COPY in progress would not.
         with connection.cursor() as cursor:
@@ -377,13 +397,29 @@ def stream(sql: str, params: list, types: tuple[str, ...] = ()) -> Iterator[tupl
             while rows := cursor.fetchmany(BATCH):
                 yield from rows
     else:
-        yield from _copy_rows(sql, params, types)
+        with _copier(snapshot_id) as cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)", params) as copy:
+            copy.set_types(["bytea", *types])
+            yield from copy.rows()
 
 
-def _copy_rows(sql: str, params: list, types: tuple[str, ...], snapshot_id: str | None = None) -> Iterator[tuple]:
-    """Binary COPY on a second connection: the fastest way out of PostgreSQL.
+def copy_csv(sql: str, params: list, into: BinaryIO, snapshot_id: str | None = None) -> None:
+    """Write a query's rows (built with columns=True) to into as PostgreSQL's COPY formats them in CSV.
 
-    With a snapshot id (see snapshot()), the COPY reads the database as the exporting transaction does.
+    COPY quotes a field only where it must, as the release does, but writes an empty text as ""
+    and NULL as nothing, and ends a row with LF: parsed, the values are those of the release's
+    records. Where copies() holds; on a connection of its own, so from any thread, reading
+    snapshot_id's state (see snapshot()) when given.
+    """
+    with _copier(snapshot_id) as cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv)", params) as copy:
+        for row in copy:
+            into.write(row)
+
+
+@contextmanager
+def _copier(snapshot_id: str | None) -> Iterator:
+    """A cursor in a transaction on a second connection: COPY there is the fastest way out of PostgreSQL.
+
+    With a snapshot id (see snapshot()), the transaction reads the database as the exporting one does.
     """
     copier = connections.create_connection(DEFAULT_DB_ALIAS)
     try:
@@ -398,9 +434,7 @@ def _copy_rows(sql: str, params: list, types: tuple[str, ...], snapshot_id: str 
                 cursor.execute(pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot_id)))
             # Compiling these wide formatting expressions takes longer than it saves.
             cursor.execute("SET LOCAL jit = off")
-            with cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)", params) as copy:
-                copy.set_types(["bytea", *types])
-                yield from copy.rows()
+            yield cursor
     finally:
         copier.close()
 
