@@ -200,15 +200,12 @@ def analyze(
     adjudication: list[pd.DataFrame] = []
 
     if "task1" in tasks:
-        consensus = _dimensioned(_scored(frames.task1_consensus, "task1", "task1_consensus.csv"), dimensions)
-        full = _dimensioned(_scored(frames.task1_full, "task1", "task1_full.csv"), dimensions)
-        full = _with_consensus(full, consensus, TASK1_KEY)
+        consensus, full, reads = _task_frames(frames, "task1", dimensions)
         pairs = _pairs(consensus)
         tables["task1_ratings"] = _rating_counts(consensus, "task1", by_report_type=True)
         tables["task1_realistic"] = _task1_realistic(consensus)
         tables["task1_degradation"] = _degradation(pairs)
         tables["task1_realistic_difference"] = _realistic_difference(pairs, margins.task1_realistic)
-        reads = _dimensioned(_initial_reads(frames.reads, "task1", consensus), dimensions) if live else None
         fit_jobs, fitted = _mixed_model_fits(reads)
         # Empty until the fits are run (below, or by with_fits): their place in the tables' order is kept.
         tables["task1_mixed_model"] = pd.DataFrame(columns=MIXED_COLUMNS)
@@ -216,9 +213,7 @@ def analyze(
         counts["task1"] = {"examples": len(consensus), "pairs": len(pairs), "annotations": len(full)}
         advance(1)
     if "task2" in tasks:
-        consensus2 = _dimensioned(_scored(frames.task2_consensus, "task2", "task2_consensus.csv"), dimensions)
-        full2 = _dimensioned(_scored(frames.task2_full, "task2", "task2_full.csv"), dimensions)
-        full2 = _with_consensus(full2, consensus2, TASK2_KEY)
+        consensus2, full2, reads2 = _task_frames(frames, "task2", dimensions)
         tables["task2_ratings"] = _rating_counts(consensus2, "task2", by_report_type=False)
         tables["task2_proportions"] = _task2_proportions(consensus2, margins.task2_major)
         tables["task2_order"] = _order_effect(full2)
@@ -226,10 +221,9 @@ def analyze(
         advance(len(tasks))
 
     for done, name in enumerate(tasks, start=len(tasks) + 1):
-        consensus_t, full_t = (consensus, full) if name == "task1" else (consensus2, full2)
+        consensus_t, full_t, reads_t = (consensus, full, reads) if name == "task1" else (consensus2, full2, reads2)
         if live:
-            reads = _dimensioned(_initial_reads(frames.reads, name, consensus_t), dimensions)
-            agreement.append(_initial_read_agreement(reads, name))
+            agreement.append(_initial_read_agreement(reads_t, name))
         agreement.append(_release_agreement(consensus_t, full_t, name))
         disagreement.append(_disagreement(consensus_t, name))
         adjudication.append(_adjudication(consensus_t, full_t, name))
@@ -360,9 +354,24 @@ def _scored(frame: pd.DataFrame, task: str, where: str) -> pd.DataFrame:
     return rated.assign(score=_scores(rated["rating"], task, where))
 
 
-def _with_consensus(full: pd.DataFrame, consensus: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """The annotations of examples that have a consensus (`consensus` holds only rated rows)."""
-    return full.loc[_in(full, key, consensus)]
+def _task_frames(
+    frames: ReleaseFrames, task: str, dimensions: dict[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """A task's rated consensus rows, the annotations of those examples and (live) their initial reads,
+    scored, with their taxonomy dimension and a `unit` column: one integer per example, the same in
+    the three frames."""
+    consensus = _scored(getattr(frames, f"{task}_consensus"), task, f"{task}_consensus.csv")
+    full = _scored(getattr(frames, f"{task}_full"), task, f"{task}_full.csv")
+    parts = [consensus, full]
+    if frames.reads is not None:
+        reads = frames.reads
+        parts.append(_scored(reads[(reads["task"] == task) & reads["slot"].isin(["1", "2"])], task, "reads"))
+    units = _unit_ids(parts, KEYS[task])
+    parts = [part.assign(unit=ids) for part, ids in zip(parts, units, strict=True)]
+    # Only the examples with a consensus (consensus holds only rated rows).
+    parts[1:] = [part.loc[np.isin(part["unit"].to_numpy(), units[0])] for part in parts[1:]]
+    consensus, full, *reads = (_dimensioned(part, dimensions) for part in parts)
+    return consensus, full, reads[0] if reads else None
 
 
 def _unit_ids(frames: list[pd.DataFrame], key: list[str]) -> list[np.ndarray]:
@@ -372,12 +381,6 @@ def _unit_ids(frames: list[pd.DataFrame], key: list[str]) -> list[np.ndarray]:
         codes, uniques = pd.factorize(pd.concat([frame[column] for frame in frames], ignore_index=True))
         ids = ids * max(len(uniques), 1) + codes
     return np.split(ids, np.cumsum([len(frame) for frame in frames])[:-1])
-
-
-def _in(frame: pd.DataFrame, key: list[str], within: pd.DataFrame) -> np.ndarray:
-    """For each row of frame, whether its example is among `within`'s."""
-    ids, within_ids = _unit_ids([frame, within], key)
-    return np.isin(ids, within_ids)
 
 
 def _dimensioned(frame: pd.DataFrame, dimensions: dict[str, str]) -> pd.DataFrame:
@@ -584,12 +587,11 @@ def _model_reads(reads: pd.DataFrame) -> pd.DataFrame:
     """The initial reads with what the mixed models take: exam, reader x variation and the outcomes' codes.
     Each random term's levels are numbered once here, in the order of their names (as the models' own
     numbering, np.unique, orders them: the same fits to the bit), so that a model numbers integers,
-    not strings: at 100,000 pairs sorting the names took 5 of the 7 s the linear models took."""
+    not strings: at 100,000 pairs sorting the names took 5 of the 7 s the linear models took. Only the
+    columns the fits and their groups read are kept: the fits hold their groups' rows until they run."""
     exam = reads["dataset"] + "\x1f" + reads["study_id"]
     reader_variation = reads["reader"] + "\x1f" + reads["reref_variation"]
-    return reads.assign(
-        exam=exam,
-        reader_variation=reader_variation,
+    return reads[["dataset", "dimension", "reref_variation", "score"]].assign(
         alternative=(reads["report_type"] == "alternative").astype(float),
         realistic=(reads["score"] == 0).astype(float),
         **{
@@ -835,11 +837,12 @@ def _order_effect(full: pd.DataFrame) -> pd.DataFrame:
 # Agreement ----------------------------------------------------------------------------------------
 
 
-def _count_matrix(frame: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
-    """Units x 3 matrix of read counts per score, and each unit's variation and dimension."""
+def _count_matrix(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """Units x 3 matrix of read counts per score (units in order of first row), and each unit's
+    variation and dimension."""
     if frame.empty:
         return np.zeros((0, 3)), pd.DataFrame({"reref_variation": [], "dimension": []}, dtype=object)
-    units, _ = pd.factorize(_unit_ids([frame], key)[0])
+    units, _ = pd.factorize(frame["unit"].to_numpy())
     matrix = np.zeros((units.max() + 1, 3))
     np.add.at(matrix, (units, frame["score"].to_numpy().astype(int)), 1)
     _, first = np.unique(units, return_index=True)
@@ -875,8 +878,8 @@ def _agreement_row(task: str, source: str, level: str, group: str, measure: str,
     )
 
 
-def _agreement_rows(task: str, source: str, measures: dict, key: list[str], frame: pd.DataFrame, note: str = ""):
-    matrix, units = _count_matrix(frame, key)
+def _agreement_rows(task: str, source: str, measures: dict, frame: pd.DataFrame, note: str = ""):
+    matrix, units = _count_matrix(frame)
     rows = []
     for level, group, mask in _unit_groups(units):
         part = matrix[mask]
@@ -895,13 +898,6 @@ AGREEMENT_COLUMNS = [
 _LEVEL_ORDER = {"overall": 0, "dataset": 1, "dimension": 2, "variation": 3}
 
 
-def _initial_reads(reads: pd.DataFrame, task: str, consensus: pd.DataFrame) -> pd.DataFrame:
-    initial = reads[(reads["task"] == task) & reads["slot"].isin(["1", "2"])]
-    key = KEYS[task]
-    initial = _scored(initial, task, "reads")
-    return initial.loc[_in(initial, key, consensus)]
-
-
 def _initial_read_agreement(reads: pd.DataFrame, task: str) -> pd.DataFrame:
     ordinal = stats.ordinal_weights(3)
     measures = {
@@ -912,7 +908,7 @@ def _initial_read_agreement(reads: pd.DataFrame, task: str) -> pd.DataFrame:
         "gwet_ac1": stats.gwet_ac,
         "gwet_ac2_ordinal": lambda m: stats.gwet_ac(m, ordinal),
     }
-    rows = _agreement_rows(task, "initial_reads", measures, KEYS[task], reads)
+    rows = _agreement_rows(task, "initial_reads", measures, reads)
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
 
 
@@ -944,7 +940,7 @@ def _first_two_reads(matrix: np.ndarray, task: str) -> tuple[np.ndarray, np.ndar
 
 
 def _first_two_read_rows(full: pd.DataFrame, task: str) -> list[dict]:
-    matrix, units = _count_matrix(full, KEYS[task])
+    matrix, units = _count_matrix(full)
     first_two, split = _first_two_reads(matrix, task)
     rows = []
     for level, group, mask in _unit_groups(units):
@@ -1007,7 +1003,7 @@ def _release_agreement(consensus: pd.DataFrame, full: pd.DataFrame, task: str) -
         "krippendorff_alpha_nominal_all_reads": lambda m: stats.krippendorff_alpha(m, "nominal"),
         "krippendorff_alpha_ordinal_all_reads": lambda m: stats.krippendorff_alpha(m, "ordinal"),
     }
-    rows += _agreement_rows(task, "release", measures, KEYS[task], full, note=THIRD_READ_NOTE)
+    rows += _agreement_rows(task, "release", measures, full, note=THIRD_READ_NOTE)
     table = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     order = table["level"].map(_LEVEL_ORDER)
     return table.assign(_order=order).sort_values(["_order", "group"], kind="stable").drop(columns="_order")
