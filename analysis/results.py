@@ -105,7 +105,8 @@ METHODS = {
     "agreement_initial_reads": (
         "Live study only: the two initial reads of each example (slots 1 and 2). Percent agreement with a "
         "Wilson interval; Fleiss' kappa, Gwet's AC1 and AC2 (ordinal weights) with Gwet's variance and a "
-        "t interval (as irrCAC); Krippendorff's alpha (krippendorff package) with Gwet's variance. "
+        "t interval (as irrCAC); Krippendorff's alpha (the coincidence-matrix formula, equal to the krippendorff "
+        "package's) with Gwet's variance. "
         f"With fewer than {MIN_AGREEMENT_EXAMPLES} examples the value is shown without an interval."
     ),
     "agreement_release": (

@@ -16,7 +16,8 @@ from importlib.metadata import PackageNotFoundError, version
 from analysis.names import group_label, variation_labels
 
 TASK_NAMES = {"task1": "Task 1 (realism)", "task2": "Task 2 (clinical equivalence)"}
-# The packages whose code computes a number in the results, in the order methods.md lists them.
+# The packages whose code computes a number in the results (krippendorff: the reference the alphas are held
+# equal to), in the order methods.md lists them.
 PACKAGES = (
     "numpy", "scipy", "statsmodels", "pandas", "krippendorff", "matplotlib", "nltk", "rouge-score", "sacrebleu",
 )  # fmt: skip

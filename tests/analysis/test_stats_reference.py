@@ -77,6 +77,23 @@ def test_krippendorffs_alpha_equals_the_krippendorff_package_on_raw_ratings(name
     assert stats.krippendorff_alpha(_counts(case), level).value == pytest.approx(expected, abs=TOLERANCE)
 
 
+@settings(max_examples=examples(200))
+@given(
+    st.lists(st.lists(st.integers(0, 3), min_size=3, max_size=3), min_size=2, max_size=60),
+    st.sampled_from(["nominal", "ordinal"]),
+)
+def test_krippendorffs_alpha_equals_the_krippendorff_package_on_any_counts(rows, level):
+    # Units of 0 to 9 reads over three categories: those with fewer than two reads pair with nothing.
+    counts = np.array(rows, dtype=float)
+    pairable = counts[counts.sum(axis=1) >= 2]
+    if len(pairable) < 2 or (pairable.sum(axis=0) > 0).sum() < 2:
+        return  # undefined (no unit pairs, or one category everywhere): the tests above say why
+    ours = stats.krippendorff_alpha(counts, level)
+    assert ours.value == pytest.approx(
+        krippendorff.alpha(value_counts=counts, level_of_measurement=level), abs=TOLERANCE
+    )
+
+
 @pytest.mark.parametrize("name", ["two_readers_60", "skewed_80"])
 def test_fleiss_kappa_equals_statsmodels_on_complete_data(name):
     counts = _counts(IRRCAC[name])
