@@ -156,14 +156,14 @@ def sensitivity_jobs(sensitivity: Sensitivity, names, variations: dict) -> dict[
     entries = sensitivity_figure_names(sensitivity)
     labels = pd.DataFrame([{"key": key, **value} for key, value in sorted(variations.items())])
     shared = figure_cache.digest([("scores", sensitivity.scores), ("variations", labels)])
+    # Only a figure's own scores go to the process that draws it (a tenth of them, or less).
+    by_metric = dict(iter(sensitivity.scores.groupby(["metric", "direction"], sort=False)))
     out = {}
     for name in names:
         entry = entries[name]
         entry_frame = pd.DataFrame([{key: str(value) for key, value in sorted(entry.items())}])
         key = figure_cache.content_key(name, figure_cache.digest([("entry", entry_frame)]), shared)
-        # Only this figure's scores go to the process that draws it (a tenth of them, or less).
-        scores = sensitivity.scores
-        mine = scores.loc[(scores["metric"] == entry["metric"]) & (scores["direction"] == entry["direction"]), SCORED]
+        mine = by_metric[(entry["metric"], entry["direction"])][SCORED]
         out[key] = Drawing("analysis.sensitivity_figures", "draw", (mine, entry, variations))
     return out
 

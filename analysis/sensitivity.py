@@ -186,8 +186,10 @@ def sensitivity(
             lambda m: metrics.BUILTIN.index(m) if m in metrics.BUILTIN else len(metrics.BUILTIN)
         )
     ).sort_values(["_builtin", "metric", "direction"])
+    # Each metric and direction's rows, in their order (split once, not compared row by row per metric).
+    subsets = dict(iter(rated.groupby(["metric", "direction"], sort=False)))
     for metric, direction in zip(order["metric"], order["direction"], strict=True):
-        subset = rated[(rated["metric"] == metric) & (rated["direction"] == direction)]
+        subset = subsets[(metric, direction)]
         for level, group, part in _groups(subset):
             values = part["score"].to_numpy(dtype=float)
             ratings = part["rating_score"].to_numpy()
@@ -219,7 +221,7 @@ def sensitivity(
             "direction": direction,
             "title": metrics.TITLES.get(metric, metric),
             "perfect": perfect.get(metric),
-            "pairs": int(((rated["metric"] == metric) & (rated["direction"] == direction)).sum()),
+            "pairs": len(subsets[(metric, direction)]),
         }
         for metric, direction in zip(order["metric"], order["direction"], strict=True)
     ]
