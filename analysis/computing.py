@@ -8,18 +8,20 @@ import dataclasses
 import json
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 from django.conf import settings
 from django.utils import timezone
 
+from analysis import parallel
 from analysis.live import study_frames, study_imported_scores, study_pair_texts
 from analysis.metrics import DatabaseMetricCache
 from analysis.reader_quality import reader_quality
 from analysis.report import write_analysis
 from analysis.results import Margins, analyze
-from analysis.sensitivity import Sensitivity, builtin_scores, sensitivity
+from analysis.sensitivity import builtin_scores, sensitivity
 from analysis.sensitivity_report import attach
 from analysis.services import RESULTS_SEED, Scope, data_version, scope_prefix, store_results
 from annotation.models import Study
@@ -40,25 +42,32 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> str:
     # version, so these results are stale at once and the next request computes them again.
     version, read_at = data_version(study), timezone.now()
     frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
-    progress(50)
-    results = analyze(
+    progress(40)
+    jobs: list = []
+    if scope.task != "task1":
+        scores, perfect = study_scores(
+            study, dataset=scope.dataset, progress=lambda done, total: progress(40 + 20 * done // max(total, 1))
+        )
+        jobs.append(partial(sensitivity, scores, frames.task2_consensus, perfect=perfect))
+    reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
+    jobs.insert(0, partial(reader_quality, dataclasses.replace(frames, reads=reads)))
+    progress(60)
+    analysis = partial(
+        analyze,
         frames,
         seed=RESULTS_SEED,
         dataset=scope.dataset or None,
         task=scope.task or None,
-        progress=lambda done, total: progress(50 + 20 * done // max(total, 1)),
+        progress=lambda done, total: progress(60 + 30 * done // max(total, 1)),
         taxonomy=list(study.variations.order_by("position", "key").values_list("key", "label", "dimension")),
         margins=study_margins(study),
         defer_fits=True,  # run beside the figures (write_analysis)
     )
-    reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
-    readers = reader_quality(dataclasses.replace(frames, reads=reads))
-    progress(70)
-    metric_sensitivity = None
-    if scope.task != "task1":
-        metric_sensitivity = study_sensitivity(
-            study, frames, dataset=scope.dataset, progress=lambda done, total: progress(70 + 20 * done // max(total, 1))
-        )
+    # Reader quality and the metric sensitivity are computed in a process of their own beside the
+    # analysis (at 100,000 pairs they take as long as half of it); their DB reads were done above.
+    (readers, *metric_sensitivity), [results] = parallel.forked_beside(jobs, [analysis])
+    metric_sensitivity = metric_sensitivity[0] if metric_sensitivity else None
+    if metric_sensitivity is not None:
         attach(results, metric_sensitivity)
     progress(90)
 
@@ -98,12 +107,13 @@ def metric_cache() -> DatabaseMetricCache:
     return DatabaseMetricCache()
 
 
-def study_sensitivity(study: Study, frames, *, dataset: str = "", progress=None) -> Sensitivity:
-    """Built-in and imported metrics on the study's sampled pairs, against its Task 2 consensus."""
+def study_scores(study: Study, *, dataset: str = "", progress=None) -> tuple[pd.DataFrame, dict]:
+    """The built-in metrics' scores of the study's sampled pairs (from the metric cache, or computed
+    and kept there) and its imported metrics' scores, with the imported metrics' perfect scores."""
     datasets = [dataset] if dataset else None
     pairs = study_pair_texts(study, datasets=datasets)
     scores = builtin_scores(pairs, cache=metric_cache(), progress=progress)
     imported, perfect = study_imported_scores(study, datasets=datasets)
     if not imported.empty:
         scores = pd.concat([scores, imported], ignore_index=True)
-    return sensitivity(scores, frames.task2_consensus, perfect=perfect)
+    return scores, perfect

@@ -105,6 +105,15 @@ def run_all[T](jobs: list[Callable[[], T]]) -> list[T]:
 def _forked[T](jobs: list[Callable[[], T]], workers: int) -> list[T] | None:
     """The jobs' results from `workers` forked processes; None, having run nothing, where a thread
     other than those that stop for forks runs here."""
+    with _forking(jobs, workers) as futures:
+        return None if futures is None else _results(futures)
+
+
+@contextmanager
+def _forking[T](jobs: list[Callable[[], T]], workers: int) -> Iterator[list | None]:
+    """The jobs submitted to `workers` processes forked from this one: their futures, or None, having
+    run nothing, where a thread other than those that stop for forks runs here. The processes end
+    with the block."""
     global _jobs
     _jobs = list(jobs)
     gc.freeze()
@@ -116,7 +125,8 @@ def _forked[T](jobs: list[Callable[[], T]], workers: int) -> list[T] | None:
                 # With the owners' threads stopped nobody else queries, so no pool opens before the fork.
                 close_database_pools()
                 if not can_fork():
-                    return None
+                    yield None
+                    return
                 context = multiprocessing.get_context("fork")
                 pool = forked.enter_context(
                     ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_child)
@@ -126,13 +136,33 @@ def _forked[T](jobs: list[Callable[[], T]], workers: int) -> list[T] | None:
                 futures = [pool.submit(_run, 0)]
             futures += [pool.submit(_run, index) for index in range(1, len(jobs))]
             try:
-                return [future.result() for future in futures]
+                yield futures
             finally:
                 for future in futures:
                     future.cancel()  # after a job's exception, those not started are not run
     finally:
         _jobs = []
         gc.unfreeze()
+
+
+def _results(futures: list) -> list:
+    return [future.result() for future in futures]
+
+
+def forked_beside[T, U](jobs: list[Callable[[], T]], here: list[Callable[[], U]]) -> tuple[list[T], list[U]]:
+    """The results of `jobs` and of `here`, each in order: `jobs` in processes forked from this one now
+    (they inherit its data: nothing is pickled on the way in), on the cores `here` leaves, while `here`
+    runs in this process with one BLAS thread. Where run_all would not fork, all run here in turn.
+    A job's exception is raised here."""
+    workers = min(len(jobs), cores() - 1)
+    if workers < 1 or _in_child or "fork" not in multiprocessing.get_all_start_methods():
+        return [job() for job in jobs], [job() for job in here]
+    with _forking(jobs, workers) as futures:
+        if futures is None:
+            return [job() for job in jobs], [job() for job in here]
+        with threadpoolctl.threadpool_limits(1):
+            beside = [job() for job in here]
+        return _results(futures), beside
 
 
 # The process started early (early_processes), which run_beside sends jobs to while it is there.

@@ -110,6 +110,43 @@ def test_a_thread_that_stops_for_forks_is_stopped_while_they_fork_and_goes_on_af
     assert out == ["True", "True", "[2] True", "True"]
 
 
+@pytest.mark.slow  # a fresh interpreter that imports numpy and threadpoolctl
+def test_jobs_forked_beside_run_in_a_child_with_this_processs_data_while_the_others_run_here(tmp_path):
+    # Each side waits for the other's file: run one after the other, the first would wait in vain.
+    out = _run(f"""
+        import gc, os, time
+        from pathlib import Path
+        import numpy, threadpoolctl
+        from analysis import parallel
+        parallel.cores = lambda: 2
+        parent, folder = os.getpid(), Path({str(tmp_path)!r})
+        data = list(range(1000))  # made here, after the imports: the child has it without pickling
+
+        def wait_for(name):
+            deadline = time.monotonic() + 20
+            while not (folder / name).exists():
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.01)
+            return True
+
+        def there():
+            (folder / "there").touch()
+            return os.getpid() != parent, sum(data), wait_for("here")
+
+        def here():
+            met = wait_for("there")
+            (folder / "here").touch()
+            blas = {{info["num_threads"] for info in threadpoolctl.threadpool_info()}}
+            return os.getpid() == parent, met, blas
+
+        print(parallel.forked_beside([there], [here]))
+        print({{info["num_threads"] for info in threadpoolctl.threadpool_info()}}, gc.get_freeze_count())
+    """).splitlines()
+
+    assert out == ["([(True, 499500, True)], [(True, True, {1})])", "{2} 0"]
+
+
 def test_jobs_run_here_where_a_fork_is_not_safe_or_does_not_pay(monkeypatch):
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     monkeypatch.setattr(parallel, "ProcessPoolExecutor", None)  # a fork would fail loudly
@@ -128,7 +165,14 @@ def test_jobs_run_here_where_a_fork_is_not_safe_or_does_not_pay(monkeypatch):
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     monkeypatch.setattr(parallel, "_in_child", True)
     assert parallel.run_all([job(1), job(2)]) == [(1, here), (2, here)]  # in a forked child: no fork
+    assert parallel.forked_beside([job(1)], [job(2)]) == ([(1, here)], [(2, here)])
     assert parallel.run_all([]) == []
+    monkeypatch.setattr(parallel, "_in_child", False)
+    monkeypatch.setattr(parallel, "cores", lambda: 1)
+    assert parallel.forked_beside([job(1), job(2)], [job(3)]) == ([(1, here), (2, here)], [(3, here)])
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.current_thread(), other])
+    assert parallel.forked_beside([job(1)], [job(2)]) == ([(1, here)], [(2, here)])
 
 
 @pytest.mark.slow  # a fresh interpreter that imports numpy and threadpoolctl

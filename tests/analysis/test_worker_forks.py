@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.tasks import default_task_backend
 
-from analysis import parallel
+from analysis import computing, parallel
 from analysis import tasks as analysis_tasks
 from analysis.models import ResultsComputation
 from analysis.queueing import request_results
@@ -61,6 +61,33 @@ def test_the_worker_stops_its_heartbeat_for_the_forks_and_it_beats_again_after(m
     assert done["status"] == "done"
     assert seen == {"running": True, "stopped": True, "again": True, "forked": True, "queries after": True}
     assert parallel._pausable == [] and _heartbeats() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reader_quality_and_the_metric_sensitivity_are_computed_in_a_forked_process_beside_the_analysis(
+    monkeypatch, settings, tmp_path
+):
+    settings.RESULTS_DIR = tmp_path / "results"
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    parallel.close_database_pools()
+    others, listed = set(threading.enumerate()) - {threading.current_thread()}, threading.enumerate
+    monkeypatch.setattr(threading, "enumerate", lambda: [t for t in listed() if t not in others])
+    study = rated_study()
+
+    def where(name, function):
+        def spy(*args, **kwargs):
+            (tmp_path / name).write_text(str(os.getpid()))  # a forked process' lists are its own
+            return function(*args, **kwargs)
+
+        return spy
+
+    for name in ("reader_quality", "sensitivity", "analyze"):
+        monkeypatch.setattr(computing, name, where(name, getattr(computing, name)))
+    computing.compute_results(study, Scope())
+
+    pids = {name: int((tmp_path / name).read_text()) for name in ("reader_quality", "sensitivity", "analyze")}
+    assert pids["analyze"] == os.getpid()
+    assert pids["reader_quality"] == pids["sensitivity"] != os.getpid()
 
 
 @pytest.mark.django_db
