@@ -24,7 +24,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from typing import Protocol
 
 import threadpoolctl
@@ -165,8 +165,67 @@ def forked_beside[T, U](jobs: list[Callable[[], T]], here: list[Callable[[], U]]
         return _results(futures), beside
 
 
+class _EarlyProcess:
+    """A process forked at once that runs `ready`, then takes lists of jobs over a pipe and runs each
+    list as run_all does (forking in turn), sending the results back. A plain process and a pipe: no
+    thread here (a process pool's would keep this process from forking beside it, forked_beside)."""
+
+    def __init__(self, ready: Callable[[], None]) -> None:
+        context = multiprocessing.get_context("fork")
+        self.connection, theirs = context.Pipe()
+        self.process = context.Process(target=_serve, args=(theirs, ready))  # not a daemon: it forks
+        self.process.start()
+        theirs.close()
+        self.pending = False
+
+    def submit(self, jobs: list[Callable[[], object]]) -> None:
+        self.connection.send(jobs)
+        self.pending = True
+
+    def result(self) -> list:
+        self.pending = False
+        try:
+            ok, value = self.connection.recv()
+        except EOFError:
+            raise RuntimeError("the process started early ended before sending its results") from None
+        if not ok:
+            raise value
+        return value
+
+    def settle(self) -> None:
+        """Wait for the jobs sent last if their results were not asked for (another exception is on its
+        way up), so that the next results are the next jobs'."""
+        if self.pending:
+            with suppress(Exception):
+                self.result()
+
+    def close(self) -> None:
+        self.settle()  # a job still running is waited for, as a pool's shutdown does
+        with suppress(OSError):  # unless the process has ended already
+            self.connection.send(None)
+        self.connection.close()
+        self.process.join()
+
+
+def _serve(connection, ready: Callable[[], None]) -> None:
+    """The early process: `ready`, then each list of jobs run as run_all does, until None or the pipe ends."""
+    ready()
+    while True:
+        try:
+            jobs = connection.recv()
+        except EOFError:
+            return
+        if jobs is None:
+            return
+        try:
+            answer = (True, run_all(jobs))
+        except Exception as error:  # sent back, and raised there
+            answer = (False, error)
+        connection.send(answer)
+
+
 # The process started early (early_processes), which run_beside sends jobs to while it is there.
-_early: ProcessPoolExecutor | None = None
+_early: _EarlyProcess | None = None
 
 
 @contextmanager
@@ -176,29 +235,26 @@ def early_processes(ready: Callable[[], None]) -> Iterator[None]:
     importing and computing what the jobs will be given. The jobs are pickled on their way there, and
     that process runs them as run_all does: forked side by side (one process per core, each inheriting
     what `ready` imported), their results pickled on the way back. Nothing is started where run_all
-    would not fork (can_fork), nor within another early_processes; run_beside then runs as run_all does."""
+    would not fork (can_fork), nor within another early_processes; run_beside then runs as run_all does.
+    It runs no thread here, so this process can still fork beside it (forked_beside)."""
     global _early
-    pool = None
+    early = None
     if _early is None:
         with ExitStack() as paused:  # as _forked: the threads that stop for forks, stopped
             for owner in _pausable:
                 paused.enter_context(owner.paused())
             close_database_pools()
             if can_fork():
-                context = multiprocessing.get_context("fork")
-                pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=ready)
-                # With fork, the pool starts its process at its first job. The process answers on a
-                # queue without a thread of its own (SimpleQueue), so it may fork in turn.
-                pool.submit(int)
-    if pool is None:
+                early = _EarlyProcess(ready)
+    if early is None:
         yield
         return
-    _early = pool
+    _early = early
     try:
         yield
     finally:
         _early = None
-        pool.shutdown(cancel_futures=True)
+        early.close()
 
 
 def early_processes_started() -> bool:
@@ -209,17 +265,18 @@ def run_beside[T, U](jobs: list[Callable[[], T]], here: list[Callable[[], U]]) -
     """The results of `jobs` and of `here`, each in order. Where early_processes started a process,
     `jobs` go to it (run_all there) and `here` runs in this process meanwhile, with one BLAS thread as a
     forked process has (_child); otherwise both run together by run_all. A job's exception is raised here."""
-    pool = _early
-    if pool is None or not jobs:
+    early = _early
+    if early is None or not jobs:
         done = run_all([*jobs, *here])
         return done[: len(jobs)], done[len(jobs) :]
-    there = pool.submit(run_all, jobs)
+    early.submit(jobs)
     try:
         with threadpoolctl.threadpool_limits(1):
             beside = [job() for job in here]
-        return there.result(), beside
-    finally:
-        there.cancel()
+    except BaseException:
+        early.settle()
+        raise
+    return early.result(), beside
 
 
 def _child() -> None:

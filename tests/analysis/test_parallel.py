@@ -197,6 +197,8 @@ def test_a_process_started_early_forks_the_jobs_processes_while_the_others_run_h
             print(len(forked_by), parent not in pids | forked_by, forked_by.isdisjoint(pids))
             readied, numpy_there = {r for _, _, r, _ in there}, {n for _, _, _, n in there}
             print(readied, numpy_there, here == [parent, {1}], blas())
+            # No thread here beside the early process: this process still forks (forked_beside).
+            print(parallel.forked_beside([os.getpid], [os.getpid]) != ([parent], [parent]))
             try:
                 parallel.run_beside([partial(eval, "1 / 0"), partial(eval, "2")], [])
             except ZeroDivisionError:
@@ -208,7 +210,31 @@ def test_a_process_started_early_forks_the_jobs_processes_while_the_others_run_h
     """).splitlines()
 
     # Run by processes that one process, not this one, forked; json there, numpy not; one BLAS thread here.
-    assert out == ["True", "1 True True", "{True} {False} True {2}", "raised here", "True", "False", "True"]
+    assert out == ["True", "1 True True", "{True} {False} True {2}", "True", "raised here", "True", "False", "True"]
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_after_a_failure_here_the_early_processs_next_results_are_those_of_the_next_jobs():
+    out = _run("""
+        import time
+        from analysis import parallel
+        parallel.cores = lambda: 2
+        def fails():
+            raise ValueError("no such fit")
+        def first():
+            time.sleep(0.2)
+            return "first"
+        def second():
+            return "second"
+        with parallel.early_processes(lambda: None):
+            try:
+                parallel.run_beside([first], [fails])
+            except ValueError as error:
+                print(error)
+            print(parallel.run_beside([second], [])[0])
+    """).splitlines()
+
+    assert out == ["no such fit", "['second']"]
 
 
 def test_no_process_is_started_early_where_a_fork_is_not_safe(monkeypatch):
