@@ -22,7 +22,7 @@ from analysis.reader_quality import reader_quality
 from analysis.report import write_analysis
 from analysis.results import Margins, analyze
 from analysis.sensitivity import builtin_scores, sensitivity
-from analysis.sensitivity_report import attach
+from analysis.sensitivity_report import attach, write_scores
 from analysis.services import RESULTS_SEED, Scope, data_version, scope_prefix, store_results
 from annotation.models import Study
 from exports.building import zip_release
@@ -43,40 +43,40 @@ def compute_results(study: Study, scope: Scope, *, progress=None) -> str:
     version, read_at = data_version(study), timezone.now()
     frames = study_frames(study, datasets=[scope.dataset] if scope.dataset else None, text=False)
     progress(40)
-    jobs: list = []
-    if scope.task != "task1":
-        scores, perfect = study_scores(
-            study, dataset=scope.dataset, progress=lambda done, total: progress(40 + 20 * done // max(total, 1))
-        )
-        jobs.append(partial(sensitivity, scores, frames.task2_consensus, perfect=perfect))
-    reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
-    jobs.insert(0, partial(reader_quality, dataclasses.replace(frames, reads=reads)))
-    progress(60)
-    analysis = partial(
-        analyze,
-        frames,
-        seed=RESULTS_SEED,
-        dataset=scope.dataset or None,
-        task=scope.task or None,
-        progress=lambda done, total: progress(60 + 30 * done // max(total, 1)),
-        taxonomy=list(study.variations.order_by("position", "key").values_list("key", "label", "dimension")),
-        margins=study_margins(study),
-        defer_fits=True,  # run beside the figures (write_analysis)
-    )
-    # Reader quality and the metric sensitivity are computed in a process of their own beside the
-    # analysis (at 100,000 pairs they take as long as half of it); their DB reads were done above.
-    (readers, *metric_sensitivity), [results] = parallel.forked_beside(jobs, [analysis])
-    metric_sensitivity = metric_sensitivity[0] if metric_sensitivity else None
-    if metric_sensitivity is not None:
-        attach(results, metric_sensitivity)
-    progress(90)
-
     # Written here, on this host's disk (the worker's scratch folder in RESULTS_DIR), then stored.
     scratch = Path(settings.RESULTS_DIR)
     scratch.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".computing-", dir=scratch))
     try:
-        write_analysis(results, work / "analysis", metric_sensitivity)
+        reads = frames.reads[frames.reads["task"] == scope.task] if scope.task else frames.reads
+        jobs: list = [partial(reader_quality, dataclasses.replace(frames, reads=reads))]
+        if scope.task != "task1":
+            scores, perfect = study_scores(
+                study, dataset=scope.dataset, progress=lambda done, total: progress(40 + 20 * done // max(total, 1))
+            )
+            consensus = frames.task2_consensus
+            jobs.append(partial(_sensitivity_with_scores, scores, consensus, perfect, work / "analysis"))
+        progress(60)
+        analysis = partial(
+            analyze,
+            frames,
+            seed=RESULTS_SEED,
+            dataset=scope.dataset or None,
+            task=scope.task or None,
+            progress=lambda done, total: progress(60 + 30 * done // max(total, 1)),
+            taxonomy=list(study.variations.order_by("position", "key").values_list("key", "label", "dimension")),
+            margins=study_margins(study),
+            defer_fits=True,  # run beside the figures (write_analysis)
+        )
+        # Reader quality and the metric sensitivity are computed in a process of their own beside the
+        # analysis (at 100,000 pairs they take as long as half of it); their DB reads were done above.
+        (readers, *metric_sensitivity), [results] = parallel.forked_beside(jobs, [analysis])
+        metric_sensitivity = metric_sensitivity[0] if metric_sensitivity else None
+        if metric_sensitivity is not None:
+            attach(results, metric_sensitivity)
+        progress(90)
+
+        write_analysis(results, work / "analysis", metric_sensitivity, scores_written=True)
         (work / "reader_quality.json").write_text(
             json.dumps([dataclasses.asdict(r) for r in readers], ensure_ascii=False), encoding="utf-8"
         )
@@ -105,6 +105,14 @@ def metric_cache() -> DatabaseMetricCache:
     """The scores of the built-in metrics by text hash, in the database: shared by every study and
     every worker (analyze_release, which may run without a study, keeps a file of its own)."""
     return DatabaseMetricCache()
+
+
+def _sensitivity_with_scores(scores: pd.DataFrame, consensus: pd.DataFrame, perfect: dict, outdir: Path):
+    """The metric sensitivity, its per-pair scores written to outdir already (beside the analysis:
+    writing 500,000 rows takes two seconds)."""
+    result = sensitivity(scores, consensus, perfect=perfect)
+    write_scores(result, outdir)
+    return result
 
 
 def study_scores(study: Study, *, dataset: str = "", progress=None) -> tuple[pd.DataFrame, dict]:

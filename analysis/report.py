@@ -28,9 +28,12 @@ from analysis.results import with_fits
 from analysis.sensitivity_report import write_sensitivity
 
 
-def write_analysis(results: Results, outdir: str | Path, sensitivity: Sensitivity | None = None) -> Path:
-    """The whole results folder: write_results, and the metric sensitivity's scores and figures when
-    there is one (attached to the results before, sensitivity_report.attach). Every figure of both is
+def write_analysis(
+    results: Results, outdir: str | Path, sensitivity: Sensitivity | None = None, *, scores_written: bool = False
+) -> Path:
+    """The whole results folder: write_results, and the metric sensitivity's scores (unless written
+    already, sensitivity_report.write_scores) and figures when there is one (attached to the results
+    before, sensitivity_report.attach). Every figure of both is
     drawn first, all together, so that the processes that draw them share the work evenly; the mixed
     models' fits, if analyze left them to run (defer_fits), are run beside them."""
     variations = variation_labels(results.document)
@@ -43,7 +46,7 @@ def write_analysis(results: Results, outdir: str | Path, sensitivity: Sensitivit
     render_many(jobs, run=partial(with_fits, results))  # kept by figure_cache, where the writers find them
     write_results(results, outdir)
     if sensitivity is not None:
-        write_sensitivity(sensitivity, outdir, variations)
+        write_sensitivity(sensitivity, outdir, variations, scores_written=scores_written)
     return Path(outdir)
 
 

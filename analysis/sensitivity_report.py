@@ -31,12 +31,15 @@ def attach(results: Results, result: Sensitivity) -> None:
     results.document[TABLE] = {**result.document, "table": [result.document["table"][i] for i in table.index]}
 
 
-def write_sensitivity(result: Sensitivity, outdir: str | Path, variations: dict | None = None) -> None:
-    """The per-pair scores and the figures (their rows by the labels of `variations`, key -> label and
-    dimension, as analysis.names.variation_labels gives them), listed in results.md."""
+def write_sensitivity(
+    result: Sensitivity, outdir: str | Path, variations: dict | None = None, *, scores_written: bool = False
+) -> None:
+    """The per-pair scores (unless written already, write_scores) and the figures (their rows by the
+    labels of `variations`, key -> label and dimension, as analysis.names.variation_labels gives
+    them), listed in results.md."""
     outdir = Path(outdir)
-    (outdir / "tables").mkdir(parents=True, exist_ok=True)
-    result.scores.to_csv(outdir / "tables" / "metric_scores.csv", index=False, na_rep="", lineterminator="\n")
+    if not scores_written:
+        write_scores(result, outdir)
     render_sensitivity_figures(result, outdir / "figures", variations)
     markdown = outdir / "results.md"
     if markdown.is_file():
@@ -51,6 +54,13 @@ def write_sensitivity(result: Sensitivity, outdir: str | Path, variations: dict 
         lines += ["", "Per-pair scores with their consensus rating: `tables/metric_scores.csv`.", ""]
         with markdown.open("a", encoding="utf-8") as handle:
             handle.write("\n".join(lines))
+
+
+def write_scores(result: Sensitivity, outdir: str | Path) -> None:
+    """tables/metric_scores.csv: the per-pair scores with their consensus rating."""
+    tables = Path(outdir) / "tables"
+    tables.mkdir(parents=True, exist_ok=True)
+    result.scores.to_csv(tables / "metric_scores.csv", index=False, na_rep="", lineterminator="\n")
 
 
 def imported_release_scores(imported: MetricFile, pairs: pd.DataFrame) -> pd.DataFrame:

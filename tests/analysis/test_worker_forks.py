@@ -83,11 +83,17 @@ def test_reader_quality_and_the_metric_sensitivity_are_computed_in_a_forked_proc
 
     for name in ("reader_quality", "sensitivity", "analyze"):
         monkeypatch.setattr(computing, name, where(name, getattr(computing, name)))
+    attached = []
+    monkeypatch.setattr(computing, "attach", lambda results, sensitivity: attached.append(sensitivity))
     computing.compute_results(study, Scope())
 
     pids = {name: int((tmp_path / name).read_text()) for name in ("reader_quality", "sensitivity", "analyze")}
     assert pids["analyze"] == os.getpid()
     assert pids["reader_quality"] == pids["sensitivity"] != os.getpid()
+    # The per-pair scores, written there, are in the stored results as the sensitivity has them.
+    [scores] = (tmp_path / "results").rglob("metric_scores.csv")
+    expected = attached[0].scores.to_csv(index=False, na_rep="", lineterminator="\n")
+    assert scores.read_text(encoding="utf-8") == expected and len(attached[0].scores) > 0
 
 
 @pytest.mark.django_db
