@@ -18,10 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(script: str) -> str:
     """A script in a fresh interpreter (this one has threads: run_all would not fork here), with two
-    BLAS threads whatever this process has (tests/conftest.py gives an xdist worker one)."""
+    BLAS threads whatever this process has (tests/conftest.py gives an xdist worker one) and
+    `parallel` imported, seeing two cores."""
     env = os.environ | dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "2")
+    script = "from analysis import parallel\nparallel.cores = lambda: 2\n" + textwrap.dedent(script)
     done = subprocess.run(  # noqa: S603 (this interpreter, our own script)
-        [sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -32,8 +34,6 @@ def test_jobs_run_in_forked_processes_with_one_blas_thread_and_come_back_in_orde
     out = _run("""
         import gc, os
         import numpy, threadpoolctl
-        from analysis import parallel
-        parallel.cores = lambda: 2
         parent = os.getpid()
         def job(number):
             def run():
@@ -57,8 +57,6 @@ def test_jobs_run_in_forked_processes_with_one_blas_thread_and_come_back_in_orde
 def test_a_jobs_exception_is_raised_in_the_parent_and_the_objects_are_unfrozen():
     out = _run("""
         import gc
-        from analysis import parallel
-        parallel.cores = lambda: 2
         def fails():
             raise ValueError("no such figure")
         try:
@@ -76,8 +74,6 @@ def test_a_thread_that_stops_for_forks_is_stopped_while_they_fork_and_goes_on_af
     out = _run("""
         import multiprocessing, os, threading
         from contextlib import contextmanager
-        from analysis import parallel
-        parallel.cores = lambda: 2
 
         class Heartbeat:
             def __init__(self):
@@ -117,8 +113,6 @@ def test_jobs_forked_beside_run_in_a_child_with_this_processs_data_while_the_oth
         import gc, os, time
         from pathlib import Path
         import numpy, threadpoolctl
-        from analysis import parallel
-        parallel.cores = lambda: 2
         parent, folder = os.getpid(), Path({str(tmp_path)!r})
         data = list(range(1000))  # made here, after the imports: the child has it without pickling
 
@@ -180,8 +174,6 @@ def test_a_process_started_early_forks_the_jobs_processes_while_the_others_run_h
     out = _run("""
         import os, sys
         from functools import partial
-        from analysis import parallel
-        parallel.cores = lambda: 2
         parent = os.getpid()
         def ready():
             import json  # what the jobs need, imported once, before the jobs' processes are forked
@@ -217,8 +209,6 @@ def test_a_process_started_early_forks_the_jobs_processes_while_the_others_run_h
 def test_after_a_failure_here_the_early_processs_next_results_are_those_of_the_next_jobs():
     out = _run("""
         import time
-        from analysis import parallel
-        parallel.cores = lambda: 2
         def fails():
             raise ValueError("no such fit")
         def first():
