@@ -74,14 +74,14 @@ def study_frames(
         queries: dict[str, _Query] = {}
         for task, prefix in TASK_PREFIX.items():
             selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
-            header = lambda kind: RELEASE_FILES[f"{prefix}/{prefix}_{kind}.csv"]  # noqa: E731, B023
             full = rows.full_query(selection, study.seed, text=text, columns=columns)
-            queries[f"{prefix}_full"] = _Query(header("full"), *full)
+            queries[f"{prefix}_full"] = _Query(RELEASE_FILES[f"{prefix}/{prefix}_full.csv"], *full)
             disagreed = rows.disagreed_query(selection, columns=columns)
-            queries[f"{prefix}_disagreed"] = _Query(header("disagreed"), *disagreed)
-            # The consensus query's record is followed by three more columns (for the README's counts).
+            queries[f"{prefix}_disagreed"] = _Query(RELEASE_FILES[f"{prefix}/{prefix}_disagreed.csv"], *disagreed)
+            # As records, the consensus query's are followed by three more columns (for the README's counts).
             consensus = rows.consensus_query(selection, columns=columns)
-            queries[f"{prefix}_consensus"] = _Query(header("consensus"), *consensus, ("text", "text", "int8"))
+            header = RELEASE_FILES[f"{prefix}/{prefix}_consensus.csv"]
+            queries[f"{prefix}_consensus"] = _Query(header, *consensus, ("text", "text", "int8"))
         queries["reads"] = _Query(READS, *reads_query(study, datasets, columns=columns), every_column=True)
         if judges is None:
             judges = JudgeEnrolment.objects.filter(study=study).exists()
