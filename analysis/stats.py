@@ -103,13 +103,19 @@ def krippendorff_weights(counts: np.ndarray, level: str) -> np.ndarray:
     if level == "nominal":
         return identity_weights(q)
     marginals = counts[counts.sum(axis=1) >= 2].sum(axis=0).astype(float)
-    cumulative = np.concatenate([[0.0], np.cumsum(marginals)])
-    distance = np.zeros((q, q))
-    for c in range(q):
-        for k in range(q):
-            low, high = min(c, k), max(c, k)
-            distance[c, k] = (cumulative[high + 1] - cumulative[low] - (marginals[c] + marginals[k]) / 2) ** 2
+    [distance] = _ordinal_distances(marginals[None])
     return 1 - distance / distance.max()
+
+
+def _ordinal_distances(marginals: np.ndarray) -> np.ndarray:
+    """Krippendorff's squared rank distance between every two categories, for each row of marginals
+    (m x q, the pairable values per category): m x q x q."""
+    q = marginals.shape[1]
+    cumulative = np.concatenate([np.zeros((len(marginals), 1)), np.cumsum(marginals, axis=1)], axis=1)
+    c, g = np.meshgrid(np.arange(q), np.arange(q), indexing="ij")
+    low, high = np.minimum(c, g), np.maximum(c, g)
+    span = cumulative[:, high + 1] - cumulative[:, low]
+    return (span - (marginals[:, c] + marginals[:, g]) / 2) ** 2
 
 
 def _t_interval(value: float, variance: float, n: int) -> Estimate:
@@ -205,8 +211,7 @@ def krippendorff_alpha(counts: np.ndarray, level: str) -> Result:
     counts = counts[counts.sum(axis=1) >= 2]
     if _same_rating_everywhere(counts):
         return NotComputable("every read gave the same rating: expected disagreement is 0 and alpha is undefined")
-    [alpha] = _alphas(coincidences(counts)[None], level)
-    alpha = float(alpha)
+    alpha = float(_alphas(coincidences(counts)[None], level)[0])
     weights = krippendorff_weights(counts, level)
     n = len(counts)
     reads = counts.sum(axis=1)
@@ -279,14 +284,7 @@ def _alphas(o: np.ndarray, level: str) -> np.ndarray:
     q = o.shape[1]
     marginals = o.sum(axis=2)
     total = marginals.sum(axis=1)
-    if level == "nominal":
-        delta = np.broadcast_to(1 - np.eye(q), o.shape)
-    else:
-        cumulative = np.concatenate([np.zeros((len(o), 1)), np.cumsum(marginals, axis=1)], axis=1)
-        c, g = np.meshgrid(np.arange(q), np.arange(q), indexing="ij")
-        low, high = np.minimum(c, g), np.maximum(c, g)
-        span = cumulative[:, high + 1] - cumulative[:, low]
-        delta = (span - (marginals[:, c] + marginals[:, g]) / 2) ** 2
+    delta = np.broadcast_to(1 - np.eye(q), o.shape) if level == "nominal" else _ordinal_distances(marginals)
     observed = (o * delta).sum(axis=(1, 2))
     expected = (marginals[:, :, None] * marginals[:, None, :] * delta).sum(axis=(1, 2)) / (total - 1)
     with np.errstate(divide="ignore", invalid="ignore"):
