@@ -107,12 +107,18 @@ def release_pair_texts(task2_full: pd.DataFrame) -> pd.DataFrame:
     if task2_full.empty:
         return pd.DataFrame(columns=PAIR_TEXTS)
     first = task2_full.drop_duplicates(KEY)
-    a = [
-        metrics.report_text(f, i) for f, i in zip(first["report_a_findings"], first["report_a_impression"], strict=True)
-    ]
-    b = [
-        metrics.report_text(f, i) for f, i in zip(first["report_b_findings"], first["report_b_impression"], strict=True)
-    ]
+    # Object arrays, which point at the texts: a list of str would become a fixed-width array, as wide
+    # as the longest report for every pair (600 MB for a 100,000-pair release).
+    a, b = (
+        np.array(
+            [
+                metrics.report_text(f, i)
+                for f, i in zip(first[f"{side}_findings"], first[f"{side}_impression"], strict=True)
+            ],
+            dtype=object,
+        )
+        for side in ("report_a", "report_b")
+    )
     a_is_original = (first["report_a_type"] == "original").to_numpy()
     frame = first[KEY].reset_index(drop=True)
     frame["original"] = np.where(a_is_original, a, b)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import tracemalloc
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from analysis.sensitivity import (
     sensitivity,
     spearman,
 )
+from exports.columns import TASK2_FULL
 from tests.analysis.helpers import make_frames, write_release
 
 
@@ -123,6 +125,9 @@ def test_spearman_equals_scipy_and_its_fisher_machinery_equals_scipys_pearson_in
     assert result.low < low and result.high > high
 
 
+TASK2_FULL_COLUMNS = list(TASK2_FULL)
+
+
 def test_release_texts_follow_report_a_type():
     full = pd.DataFrame(
         [
@@ -131,15 +136,33 @@ def test_release_texts_follow_report_a_type():
             ["mimic-cxr", "1", "hedging", "1", "original", "Equivalent", "", "", "", "",
              "Orig F.", "", "Alt F.", "Alt I."],
         ],
-        columns=["dataset", "study_id", "reref_variation", "annotation_index", "report_a_type", "rating", "rationale",
-                 "indication", "comparison", "technique", "report_a_findings", "report_a_impression",
-                 "report_b_findings", "report_b_impression"],
+        columns=TASK2_FULL_COLUMNS,
     )  # fmt: skip
 
     pairs = release_pair_texts(full)
 
     assert list(pairs.columns) == PAIR_TEXTS
     assert pairs.iloc[0].tolist() == ["mimic-cxr", "1", "hedging", "Orig F.", "Alt F. Alt I."]
+
+
+def test_release_texts_take_the_memory_of_the_texts_not_of_the_longest_times_the_pairs():
+    """A 100,000-pair release's texts once peaked at 600 MB here: as fixed-width arrays, every pair was
+    as wide as the longest report. One long report among 2,000 pairs must cost about its own size."""
+    rows = [
+        ["mimic-cxr", f"{i:08d}", "hedging", "0", "original", "Equivalent", "", "", "", "",
+         "Orig F." * (20_000 if i == 0 else 1), "", "Alt F.", ""]
+        for i in range(2000)
+    ]  # fmt: skip
+    full = pd.DataFrame(rows, columns=TASK2_FULL_COLUMNS)
+    tracemalloc.start()
+    try:
+        pairs = release_pair_texts(full)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert pairs["original"].str.len().max() == 140_000
+    assert peak < 10_000_000, f"{peak:,} bytes traced for 140,000 characters of text"
 
 
 def test_builtin_scores_list_both_directions_except_rouge_l_which_is_symmetric():
