@@ -10,11 +10,10 @@ snapshot: the values are the same (tests/analysis/test_live_frames_copy.py), quo
 instead of by the queries' own expressions, and one table is formatted while another is parsed.
 
 Only a live study knows who read what, in which slot: `reads` adds every individual read of
-the released examples, with an opaque per-study reader key instead of the account.
+the released examples, with an opaque per-study reader key instead of the account. The reads are
+the full files' annotations: their slot, reader, rationale and time come after each full record
+(exports.rows.READ_COLUMNS), so the annotations are read once.
 """
-
-# ruff: noqa: S608 - the SQL is built from the models' table names and fixed column names only;
-# every value (study, datasets, labels) is passed as a query parameter.
 
 import io
 import os
@@ -22,6 +21,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from analysis.frames import READS, RELEASE_FILES, ReleaseFrames
@@ -30,9 +30,9 @@ from analysis.metrics import report_text
 from analysis.models import ImportedMetric, MetricScore
 from analysis.reader_keys import reader_key
 from analysis.release_folder import ANALYSIS_COLUMNS
-from annotation.models import Assignment, CandidatePair, Study, Task
+from annotation.models import CandidatePair, Study, Task
 from exports import rows
-from exports.columns import in_file_order
+from exports.columns import KEYS
 from judges.models import JudgeEnrolment
 
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
@@ -46,13 +46,21 @@ COPY_CONNECTIONS = max(2, min(4, os.cpu_count() or 1))
 @dataclass(frozen=True)
 class _Query:
     """One table's query: its header, SQL and parameters, the types of any columns after the record,
-    and whether every column is kept whatever the caller's text says (the reads, the judges)."""
+    the names of those kept (each read's, after a full file's record), and whether every column of the
+    file is kept whatever the caller's text says (the judges)."""
 
     header: list[str]
     sql: str
     params: list
     types: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
     every_column: bool = False
+
+    def file_columns(self, text: bool) -> list[str]:
+        """The file's columns that are read: all, or only those the analysis reads."""
+        if text or self.every_column:
+            return self.header
+        return [column for column in self.header if column in ANALYSIS_COLUMNS]
 
 
 def study_frames(
@@ -66,7 +74,8 @@ def study_frames(
     with --include-judges (default: if the study has an automated judge).
 
     Every table reads one snapshot of the database (exports.rows.snapshot). On PostgreSQL the
-    tables are copied over several connections at once, each as COPY's own CSV output.
+    tables are copied over several connections at once, each as COPY's own CSV output. The reads
+    come with the full files' records (exports.rows.READ_COLUMNS): they are the same annotations.
     """
     datasets = sorted(set(datasets or []))
     columns = rows.copies()  # before the snapshot, whose transaction this connection then is in
@@ -74,23 +83,23 @@ def study_frames(
         queries: dict[str, _Query] = {}
         for task, prefix in TASK_PREFIX.items():
             selection = rows.Selection(study.pk, task, datasets, include_unfinished=False)
-            full = rows.full_query(selection, study.seed, text=text, columns=columns)
-            queries[f"{prefix}_full"] = _Query(RELEASE_FILES[f"{prefix}/{prefix}_full.csv"], *full)
+            full = rows.full_query(selection, study.seed, text=text, columns=columns, reads=True)
+            header = RELEASE_FILES[f"{prefix}/{prefix}_full.csv"]
+            queries[f"{prefix}_full"] = _Query(header, *full, ("text",) * len(READ_NAMES), tuple(READ_NAMES))
             disagreed = rows.disagreed_query(selection, columns=columns)
             queries[f"{prefix}_disagreed"] = _Query(RELEASE_FILES[f"{prefix}/{prefix}_disagreed.csv"], *disagreed)
             # As records, the consensus query's are followed by three more columns (for the README's counts).
             consensus = rows.consensus_query(selection, columns=columns)
             header = RELEASE_FILES[f"{prefix}/{prefix}_consensus.csv"]
             queries[f"{prefix}_consensus"] = _Query(header, *consensus, ("text", "text", "int8"))
-        queries["reads"] = _Query(READS, *reads_query(study, datasets, columns=columns), every_column=True)
         if judges is None:
             judges = JudgeEnrolment.objects.filter(study=study).exists()
         if judges:
             queries |= _judges_queries(study, datasets, columns=columns)
         # The longest first, so that the connections finish together.
-        order = sorted(queries, key=lambda name: (not name.endswith("_full"), name != "reads", name))
+        order = sorted(queries, key=lambda name: (not name.endswith("_full"), name))
         tables = _read({name: queries[name] for name in order}, text, snapshot_id if columns else None, columns)
-    reads = _with_reader_keys(study, tables.pop("reads"))
+    reads = _reads(study, tables)
     return ReleaseFrames(**tables, reads=reads)
 
 
@@ -117,19 +126,15 @@ def _read(queries: dict[str, _Query], text: bool, snapshot_id: str | None, colum
     outside a transaction), or the records one query after another (SQLite, or inside a transaction)."""
     if not columns:
         return {
-            name: _parse(
-                query.header,
-                rows.stream(query.sql, query.params, query.types) if query.sql else (),
-                text or query.every_column,
-            )
+            name: _parse(query, rows.stream(query.sql, query.params, query.types) if query.sql else (), text)
             for name, query in queries.items()
         }
 
     def copied(query: _Query) -> pd.DataFrame:
-        buffer = _header(query.header)
+        buffer = _header([*query.header, *query.after])
         if query.sql:
             rows.copy_csv(query.sql, query.params, buffer, snapshot_id)
-        return _read_csv(buffer, query.header, text or query.every_column)
+        return _read_csv(buffer, [*query.file_columns(text), *query.after])
 
     with ThreadPoolExecutor(COPY_CONNECTIONS, thread_name_prefix="copy") as pool:
         futures = {name: pool.submit(copied, query) for name, query in queries.items()}
@@ -142,63 +147,59 @@ def _header(columns: list[str]) -> io.BytesIO:
     return buffer
 
 
-def _parse(columns: list[str], records: Iterable[tuple], text: bool) -> pd.DataFrame:
-    """CSV records (bytes, CRLF-terminated) under a header, read as a release file is read."""
-    buffer = _header(columns)
-    for record, *_ in records:
+def _parse(query: _Query, records: Iterable[tuple], text: bool) -> pd.DataFrame:
+    """CSV records (bytes, CRLF-terminated) under the query's header, read as a release file is read,
+    and the columns after them that the query keeps."""
+    buffer = _header(query.header)
+    after = []
+    for record, *rest in records:
         buffer.write(record)
-    return _read_csv(buffer, columns, text)
+        after.append(rest[: len(query.after)])
+    frame = _read_csv(buffer, query.file_columns(text))
+    if query.after:
+        frame[list(query.after)] = pd.DataFrame(after, columns=list(query.after), dtype=str)
+    return frame
 
 
-def _read_csv(buffer: io.BytesIO, columns: list[str], text: bool) -> pd.DataFrame:
+def _read_csv(buffer: io.BytesIO, wanted: list[str]) -> pd.DataFrame:
     buffer.seek(0)
-    wanted = columns if text else [column for column in columns if column in ANALYSIS_COLUMNS]
     frame = pd.read_csv(buffer, dtype=str, keep_default_na=False, usecols=wanted, encoding="utf-8", na_filter=False)
     return frame[wanted]
 
 
-def reads_query(study: Study, datasets: list[str], *, columns: bool = False) -> tuple[str, list]:
-    """Every read of the examples with a consensus as a CSV record (columns READS, reader as its user id).
-
-    Formatted by the database with the release's own field and record helpers (exports.rows);
-    columns: the fields as columns (exports.rows.Dialect.columns).
-    """
-    dialect = rows.sql_dialect(columns=columns)
-    params: list = []
-    task = f"CASE e.task WHEN '{Task.REALISM}' THEN 'task1' ELSE 'task2' END"
-    fields = {
-        "task": task,
-        "dataset": rows.csv_field(dialect, "d.key"),
-        "study_id": rows.csv_field(dialect, "p.source_study_id"),
-        "reref_variation": rows.csv_field(dialect, "v.key"),
-        "report_type": "e.report_type",
-        "slot": "CAST(s.slot AS text)",
-        "reader": "CAST(a.reader_id AS text)",
-        "rating": rows.rating_label("a.rating", params),
-        "rationale": rows.csv_field(dialect, "a.rationale"),
-        "duration_ms": "COALESCE(CAST(a.duration_ms AS text), '')",
-    }
-    where = ["e.study_id = %s", "a.voided_at IS NULL", "a.settled_at IS NOT NULL"]
-    params.append(study.pk)
-    if datasets:
-        where.append(f"d.key IN ({', '.join(['%s'] * len(datasets))})")
-        params += datasets
-    sql = f"""
-    SELECT {rows.record(dialect, in_file_order(fields, tuple(READS)))}
-    {rows.FROM_EXAMPLES}
-    JOIN {rows.ANNOTATION} a ON a.example_id = e.id
-    JOIN {Assignment._meta.db_table} s ON s.id = a.assignment_id
-    WHERE {" AND ".join(where)} AND EXISTS (SELECT 1 FROM {rows.CONSENSUS} c0 WHERE c0.example_id = e.id)"""
-    return sql, params
+# The reads' columns after each full file's record, by their names in READS.
+READ_NAMES = dict(zip(rows.READ_COLUMNS, ("slot", "reader", "rationale", "duration_ms"), strict=True))
 
 
-def _with_reader_keys(study: Study, frame: pd.DataFrame) -> pd.DataFrame:
-    """The reads with each reader's opaque key instead of the user id, in key then slot order."""
-    keys = {reader_id: reader_key(study, int(reader_id)) for reader_id in frame["reader"].unique()}
-    frame["reader"] = frame["reader"].map(keys).astype(str)
-    return frame.sort_values(["task", "dataset", "study_id", "reref_variation", "report_type", "slot"]).reset_index(
-        drop=True
-    )
+def _reads(study: Study, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every read of the released examples (READS), taken off the full tables' records (which lose
+    those columns): in key then slot order, with each reader's opaque per-study key instead of the
+    user id."""
+    parts = []
+    for prefix in TASK_PREFIX.values():
+        full = tables[f"{prefix}_full"]
+        tables[f"{prefix}_full"] = full.drop(columns=list(READ_NAMES))
+        key = [*KEYS, "report_type"] if prefix == "task1" else list(KEYS)
+        part = full[[*key, "rating", *READ_NAMES]].rename(columns=READ_NAMES)
+        part.insert(0, "task", prefix)
+        if prefix == "task2":
+            part["report_type"] = ""  # a Task 2 example has none (example_report_type_matches_task)
+        parts.append(_in_slot_order(part, key)[READS])
+    reads = pd.concat(parts, ignore_index=True)
+    keys = {reader_id: reader_key(study, int(reader_id)) for reader_id in reads["reader"].unique()}
+    reads["reader"] = reads["reader"].map(keys).astype(str)
+    return reads
+
+
+def _in_slot_order(part: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """The reads of a full file, in its key order (each example's rows together), each example's by slot."""
+    if part.empty:
+        return part
+    values = part[key].to_numpy(dtype=object)
+    starts = np.ones(len(part), dtype=bool)
+    starts[1:] = (values[1:] != values[:-1]).any(axis=1)
+    order = np.lexsort((part["slot"].astype(int).to_numpy(), np.cumsum(starts)))
+    return part.iloc[order].reset_index(drop=True)
 
 
 def study_pair_texts(study: Study, *, datasets: list[str] | None = None) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from annotation.models import (
     Annotation,
+    Assignment,
     CandidatePair,
     Dataset,
     Example,
@@ -41,6 +42,7 @@ from exports.columns import CONTEXT, JUDGE_FILES, RELEASE_FILES, in_file_order
 from judges.models import JudgeEnrolment, JudgeRead
 
 ANNOTATION = Annotation._meta.db_table
+ASSIGNMENT = Assignment._meta.db_table
 EXAMPLE = Example._meta.db_table
 PAIR = CandidatePair._meta.db_table
 DATASET = Dataset._meta.db_table
@@ -180,11 +182,25 @@ def _shown(dialect: Dialect, condition: str, section: str, *, swapped: bool = Fa
     return csv_field(dialect, f"CASE WHEN {condition} THEN p.{first}_{section} ELSE p.{second}_{section} END")
 
 
-def full_query(selection: Selection, seed: int, *, text: bool = True, columns: bool = False) -> tuple[str, list]:
+# After a full file's record, for the analysis of a live study only (never in a release): the read's
+# slot, its reader's user id, its rationale and time on task (ms), as text.
+READ_COLUMNS = ("read_slot", "read_reader", "read_rationale", "read_duration_ms")
+READ_FIELDS = (
+    "CAST(s.slot AS text)",
+    "CAST(a.reader_id AS text)",
+    "a.rationale",
+    "COALESCE(CAST(a.duration_ms AS text), '')",
+)
+
+
+def full_query(
+    selection: Selection, seed: int, *, text: bool = True, columns: bool = False, reads: bool = False
+) -> tuple[str, list]:
     """One record per individual annotation, adjudications excluded, in key then index order.
 
     text=False leaves the rationale and the report sections empty (the analysis does not read
     them); every other field is the same. columns: the fields as columns (Dialect.columns).
+    reads: each record is followed by READ_COLUMNS (the rationale whatever text says).
     """
     dialect = sql_dialect(columns=columns)
     realism = selection.task == Task.REALISM
@@ -210,10 +226,13 @@ def full_query(selection: Selection, seed: int, *, text: bool = True, columns: b
     fields |= texts if text else dict.fromkeys(texts, "''")
     where = selection.where(params)
     keys = ", ".join(_keys(dialect, realism))
+    after = "".join(f", {field}" for field in READ_FIELDS) if reads else ""
+    slots = f"JOIN {ASSIGNMENT} s ON s.id = a.assignment_id" if reads else ""
     sql = f"""
-    SELECT {record(dialect, in_file_order(fields, _file(selection, "full")))}
+    SELECT {record(dialect, in_file_order(fields, _file(selection, "full")))}{after}
     {FROM_EXAMPLES}
     JOIN {ANNOTATION} a ON a.example_id = e.id
+    {slots}
     WHERE a.voided_at IS NULL AND a.settled_at IS NOT NULL AND {where}
     WINDOW shuffled AS (PARTITION BY {keys} ORDER BY {shuffle})
     ORDER BY {keys}, {shuffle}"""

@@ -113,6 +113,39 @@ def test_the_reads_carry_slots_and_opaque_reader_keys_never_accounts(replay):
     assert not reads.duplicated(["task", "dataset", "study_id", "reref_variation", "report_type", "reader"]).any()
 
 
+def test_each_read_is_its_annotation_in_key_then_slot_order(replay):
+    """The reads come after the full files' records (exports.rows.READ_COLUMNS): each row is one settled
+    annotation of an example with a consensus, with its slot, rating label, rationale and time."""
+    labels = dict(RatingChoice.choices)
+    annotations = Annotation.objects.filter(
+        example__study=replay, voided_at__isnull=True, settled_at__isnull=False, example__consensus__isnull=False
+    ).select_related("example__pair__dataset", "example__pair__variation", "assignment")
+    expected = pd.DataFrame(
+        [
+            (
+                "task1" if a.example.task == Task.REALISM else "task2",
+                a.example.pair.dataset.key,
+                a.example.pair.source_study_id,
+                a.example.pair.variation.key,
+                a.example.report_type,
+                str(a.assignment.slot),
+                reader_key(replay, a.reader_id),
+                labels[a.rating],
+                a.rationale,
+                "" if a.duration_ms is None else str(a.duration_ms),
+            )
+            for a in annotations
+        ],
+        columns=READS,
+    )
+    expected = expected.sort_values(READS[:6]).reset_index(drop=True).astype(str)
+
+    reads = study_frames(replay).reads
+
+    assert expected["slot"].nunique() == 3 and expected["task"].nunique() == 2 and expected["rationale"].ne("").any()
+    pd.testing.assert_frame_equal(reads, expected, check_exact=True)
+
+
 def test_a_readers_key_differs_between_studies():
     first, readers, _ = make_reading_study(pairs=1, readers=1, assign=False)
     second, _, _ = make_reading_study(pairs=1, readers=1, assign=False)

@@ -48,7 +48,7 @@ def test_outside_a_transaction_the_tables_come_from_one_snapshot_and_equal_the_r
         pd.testing.assert_frame_equal(frames.reads, study_frames(study).reads, check_exact=True)
     assert frames.reads["rationale"].str.contains("\r\n").any()
     if connection.vendor == "postgresql":
-        assert len(snapshots) == 9 and len(set(snapshots)) == 1 and snapshots[0]
+        assert len(snapshots) == 8 and len(set(snapshots)) == 1 and snapshots[0]
     else:
         assert snapshots == []
 
