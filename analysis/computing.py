@@ -115,6 +115,14 @@ def _sensitivity_with_scores(scores: pd.DataFrame, consensus: pd.DataFrame, perf
     return result
 
 
+def score_pairs(study: Study) -> int:
+    """Score the built-in metrics of the study's sampled pairs into the metric cache (those not there
+    yet); returns how many pairs the study has."""
+    pairs = study_pair_texts(study)
+    builtin_scores(pairs, cache=metric_cache())
+    return len(pairs)
+
+
 def study_scores(study: Study, *, dataset: str = "", progress=None) -> tuple[pd.DataFrame, dict]:
     """The built-in metrics' scores of the study's sampled pairs (from the metric cache, or computed
     and kept there) and its imported metrics' scores, with the imported metrics' perfect scores."""

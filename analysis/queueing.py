@@ -1,5 +1,5 @@
 """Asking the worker for a study's results: a computation queued once per version of its ratings,
-and queued again after a failure.
+and queued again after a failure; and for the metric scores of a study's pairs, once they are sampled.
 
 The Results page, its API and `manage.py compute_results --queue` call these; the worker runs
 analysis.tasks; analysis.services holds the state both read and write.
@@ -71,3 +71,17 @@ def _enqueue(computation_pk: int, study: Study, scope: Scope, version: str) -> N
         )
         return
     ResultsComputation.objects.filter(pk=computation_pk).update(task_id=str(result.id))
+
+
+def score_sampled_pairs(sender, study: Study, **kwargs) -> None:
+    """Queue the scoring of a study's newly sampled pairs (annotation.signals.pairs_sampled): the
+    built-in metrics are computed once per pair, while the study is set up, and kept in the metric
+    cache, where computing the results finds them (at 100,000 pairs of distinct texts scoring takes
+    over a minute; reading the scores back, half a second). If it cannot be queued, or has not run
+    yet, computing the results scores what is missing itself."""
+    from analysis.tasks import score_pairs_task
+
+    try:
+        score_pairs_task.enqueue(str(study.public_id))
+    except Exception:
+        logger.exception("Could not queue the metric scores of study %s's sample", study.slug)

@@ -5,7 +5,7 @@ import logging
 from django.tasks import task
 
 from analysis import parallel
-from analysis.computing import compute_results
+from analysis.computing import compute_results, score_pairs
 from analysis.models import ComputationStatus, ResultsComputation
 from analysis.services import Scope, claim_computation, fail_computation, finish_computation
 from annotation.models import Study
@@ -43,3 +43,14 @@ def compute_results_task(study_public_id: str, dataset: str, task_filter: str, v
         raise
     finish_computation(computation_pk)
     return {"study": study_public_id, "status": "done", "version": stored.rsplit("/", 1)[-1]}
+
+
+@task()
+def score_pairs_task(study_public_id: str) -> dict:
+    """Score the built-in metrics of a study's sampled pairs into the metric cache (queued when a
+    sample is drawn: analysis.queueing.score_sampled_pairs). Pairs already in the cache are skipped."""
+    study = Study.objects.filter(public_id=study_public_id).first()
+    if study is None:
+        logger.warning("Study %s is gone; no pairs to score.", study_public_id)
+        return {"study": study_public_id, "status": "skipped"}
+    return {"study": study_public_id, "status": "done", "pairs": score_pairs(study)}

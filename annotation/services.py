@@ -7,6 +7,7 @@ import random
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from django.conf import settings
@@ -15,7 +16,7 @@ from django.db import transaction
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
-from annotation import importing, reports
+from annotation import importing, reports, signals
 from annotation.bulk import insert_rows
 from annotation.importing import ImportProblem, ImportRejected
 from annotation.models import (
@@ -747,6 +748,7 @@ def sample_pairs(
         study.sample_datasets = sorted(datasets) if datasets else []
         study.sample_one_pair_per_exam = one_pair_per_exam
         study.sampled_at = timezone.now()
+        transaction.on_commit(partial(signals.pairs_sampled.send, sender=Study, study=study))
         study.save(
             update_fields=[
                 "sample_seed",
