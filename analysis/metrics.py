@@ -293,6 +293,14 @@ def default_workers() -> int:
     return parallel.cores()
 
 
+class TooManyToScore(Exception):
+    """More pairs are not in the cache than the caller would score without being asked."""
+
+    def __init__(self, unscored: int, total: int) -> None:
+        super().__init__(f"{unscored} of {total} pairs are not scored yet")
+        self.unscored, self.total = unscored, total
+
+
 def score_pairs(
     references: Sequence[str],
     candidates: Sequence[str],
@@ -300,13 +308,15 @@ def score_pairs(
     cache: MetricCache | None = None,
     progress: Progress | None = None,
     workers: int | None = None,
+    limit: int | None = None,
 ) -> pd.DataFrame:
     """One row per pair, columns COLUMNS (reference[i] = original, candidate[i] = alternative).
 
     Pairs found in the cache are read back; the others are scored and written to it. Pairs are
     scored in order of their original, so each original is tokenised once; from PARALLEL_FROM
     pairs on, in chunks over `workers` processes (default: the CPUs this process may use).
-    `progress(done, total)` follows the scoring.
+    `progress(done, total)` follows the scoring. limit: raise TooManyToScore, before scoring anything,
+    if more distinct pairs than this are not in the cache.
     """
     if len(references) != len(candidates):
         raise ValueError("references and candidates must have the same length.")
@@ -317,6 +327,8 @@ def score_pairs(
     for index, key in enumerate(keys):
         if key not in known:
             first.setdefault(key, index)
+    if limit is not None and len(first) > limit:
+        raise TooManyToScore(len(first), total)
     todo = sorted(first.values(), key=keys.__getitem__)
     done = total - len(todo)
     if progress is not None:

@@ -127,11 +127,16 @@ def release_pair_texts(task2_full: pd.DataFrame) -> pd.DataFrame:
 
 
 def builtin_scores(
-    pairs: pd.DataFrame, *, cache: MetricCache | None = None, progress: Progress | None = None
+    pairs: pd.DataFrame,
+    *,
+    cache: MetricCache | None = None,
+    progress: Progress | None = None,
+    limit: int | None = None,
 ) -> pd.DataFrame:
-    """BLEU-2, ROUGE-L and chrF of every pair (PAIR_TEXTS), both directions, as SCORES."""
+    """BLEU-2, ROUGE-L and chrF of every pair (PAIR_TEXTS), both directions, as SCORES (limit:
+    metrics.score_pairs)."""
     scored = metrics.score_pairs(
-        pairs["original"].tolist(), pairs["alternative"].tolist(), cache=cache, progress=progress
+        pairs["original"].tolist(), pairs["alternative"].tolist(), cache=cache, progress=progress, limit=limit
     )
     parts = []
     for column, (metric, direction) in BUILTIN_COLUMNS.items():

@@ -92,14 +92,16 @@ def release_sensitivity(
     imported: MetricFile | None = None,
     cache: MetricCache | None = None,
     progress: Progress | None = None,
+    limit: int | None = None,
 ) -> Sensitivity:
-    """The sensitivity of the built-in (and imported) metrics on a release's Task 2 pairs (needs text frames)."""
+    """The sensitivity of the built-in (and imported) metrics on a release's Task 2 pairs (needs text frames);
+    limit: metrics.score_pairs."""
     pairs = release_pair_texts(frames.task2_full)
     consensus = frames.task2_consensus
     if dataset:
         pairs = pairs[pairs["dataset"] == dataset]
         consensus = consensus[consensus["dataset"] == dataset]
-    scores = builtin_scores(pairs, cache=cache, progress=progress)
+    scores = builtin_scores(pairs, cache=cache, progress=progress, limit=limit)
     perfect = {}
     if imported is not None:
         extra = imported_release_scores(imported, release_pair_texts(frames.task2_full))

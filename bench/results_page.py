@@ -15,6 +15,7 @@ computation and analyze_release under 30 s and 1 GB each; the page and the API w
 """
 
 import argparse
+import json
 import os
 import secrets
 import shutil
@@ -148,6 +149,9 @@ def main() -> None:
             env,
             stdout=subprocess.DEVNULL,
         )
+        document = json.loads((work / "analysed" / "results.json").read_text(encoding="utf-8"))
+        # Left out (and said so) when more pairs than it scores without asking are not in its metric cache.
+        metrics_in = "included" if "metric_sensitivity" in document else "left out: pairs not scored (--score-metrics)"
         load_after = os.getloadavg()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -156,7 +160,8 @@ def main() -> None:
     print(f"{'':<34}{'wall s':>10}{'peak MB':>10}")
     print(f"{'compute_results (the worker)':<34}{compute[0]:>10.1f}{compute[1]:>10.0f}")
     print(f"{'export_release':<34}{export[0]:>10.1f}{export[1]:>10.0f}")
-    print(f"{'analyze_release on that release':<34}{analyze[0]:>10.1f}{analyze[1]:>10.0f}")
+    print(f"{'analyze_release on that release':<34}{analyze[0]:>10.1f}{analyze[1]:>10.0f}", end="")
+    print(f"   metric sensitivity {metrics_in}")
     for line in filter(None, requests):
         name, fastest, slowest = line.split()
         label = "GET Results page" if name == "page" else "GET results API"

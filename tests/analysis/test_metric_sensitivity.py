@@ -1,5 +1,6 @@
 """Metric sensitivity: the table over Task 2 consensus, Spearman's interval, release texts, analyze_release."""
 
+import io
 import json
 import math
 import tracemalloc
@@ -10,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy import stats as scipy_stats
 
+from analysis.management.commands import analyze_release
 from analysis.sensitivity import (
     PAIR_TEXTS,
     SCORES,
@@ -204,6 +206,31 @@ def test_analyze_release_writes_the_sensitivity_table_figures_and_per_pair_score
     assert (out / "figures" / "metric_bleu2.svg").read_bytes().startswith(b"<?xml")
     assert (out / "figures" / "metric_chrf_reverse.png").is_file()
     assert "metric_bleu2.png" in (out / "results.md").read_text()
+
+
+def test_analyze_release_scores_many_new_pairs_only_when_asked_and_says_so(release, tmp_path, monkeypatch):
+    """More pairs than SCORE_WITHOUT_ASKING not in the cache leave the metric sensitivity out (the rest of
+    the analysis stays within its time), with what to do; --score-metrics scores them, and a rerun reads
+    them from the cache without being asked."""
+    monkeypatch.setattr(analyze_release, "SCORE_WITHOUT_ASKING", 4)  # the release has 5 pairs
+    cache = str(tmp_path / "c.sqlite3")
+
+    def run(out, *extra):
+        printed = io.StringIO()
+        call_command("analyze_release", str(release), "--out", str(tmp_path / out), "--metric-cache", cache, *extra,
+                     stdout=printed)  # fmt: skip
+        return json.loads((tmp_path / out / "results.json").read_text()), printed.getvalue()
+
+    left_out, said = run("default")
+    asked, _ = run("asked", "--score-metrics")
+    cached, said_again = run("cached")
+
+    assert "metric_sensitivity" not in left_out and not list((tmp_path / "default" / "figures").glob("metric_*"))
+    assert "Metric sensitivity left out: 5 of the release's 5 pairs have not been scored here yet" in said
+    assert "--score-metrics" in said
+    assert left_out["tables"] == asked["tables"]  # the rest of the analysis is all there
+    assert len(asked["metric_sensitivity"]["metrics"]) == 5
+    assert cached["metric_sensitivity"] == asked["metric_sensitivity"] and "left out" not in said_again
 
 
 def test_analyze_release_treats_imported_scores_like_the_builtin_ones(release, tmp_path):

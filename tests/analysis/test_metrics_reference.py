@@ -111,6 +111,23 @@ def test_a_rerun_reads_every_score_from_the_cache(tmp_path, monkeypatch):
     assert again.equals(first)
 
 
+def test_a_limit_refuses_more_unscored_pairs_before_scoring_any(tmp_path, monkeypatch):
+    cache = metrics.MetricCache(tmp_path / "cache.sqlite3")
+    originals, alternatives = [o for o, _ in EXAMPLES], [a for _, a in EXAMPLES]
+    metrics.score_pairs(originals[:1], alternatives[:1], cache=cache, workers=1)
+    scored = []
+    monkeypatch.setattr(metrics, "score_pair", lambda *args: scored.append(args))
+
+    with pytest.raises(metrics.TooManyToScore) as refused:
+        metrics.score_pairs(originals, alternatives, cache=cache, workers=1, limit=len(EXAMPLES) - 2)
+
+    assert (refused.value.unscored, refused.value.total) == (len(EXAMPLES) - 1, len(EXAMPLES))
+    assert scored == []
+    monkeypatch.undo()
+    within = metrics.score_pairs(originals, alternatives, cache=cache, workers=1, limit=len(EXAMPLES) - 1)
+    assert len(within) == len(EXAMPLES)
+
+
 def test_scores_cached_under_another_version_are_not_reused(tmp_path, monkeypatch):
     path = tmp_path / "cache.sqlite3"
     stale = metrics.MetricCache(path)
