@@ -36,6 +36,8 @@ from exports.columns import KEYS
 from judges.models import JudgeEnrolment
 
 TASK_PREFIX = {Task.REALISM: "task1", Task.EQUIVALENCE: "task2"}
+# The reads' columns after each full file's record, by their names in READS.
+READ_NAMES = dict(zip(rows.READ_COLUMNS, ("slot", "reader", "rationale", "duration_ms"), strict=True))
 
 
 # The connections that COPY a study's tables at once (PostgreSQL): one formats a table while
@@ -165,10 +167,6 @@ def _read_csv(buffer: io.BytesIO, wanted: list[str]) -> pd.DataFrame:
     buffer.seek(0)
     frame = pd.read_csv(buffer, dtype=str, keep_default_na=False, usecols=wanted, encoding="utf-8", na_filter=False)
     return frame[wanted]
-
-
-# The reads' columns after each full file's record, by their names in READS.
-READ_NAMES = dict(zip(rows.READ_COLUMNS, ("slot", "reader", "rationale", "duration_ms"), strict=True))
 
 
 def _reads(study: Study, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
